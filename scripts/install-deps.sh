@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian package warden's build, tests and benchmarks need.
+# Idempotent: quiet and fast when everything is already present.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake pkg-config
+  # libraries
+  libseccomp-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev
+  libboost1.81-dev libssl-dev libsqlite3-dev libre2-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # tests and benchmarks: real peers and tools the tests drive
+  python3 curl iproute2 util-linux bubblewrap hyperfine procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}; run this script as root (or with sudo)" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,66 @@
+// What a sandbox is asked to be: the plain, immutable description of one `warden run`.
+// Filled from the command line and/or a YAML profile (profile.h); validated by Validate().
+// Runtime state never lives here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace warden::sandbox {
+
+struct Bind {
+  std::string host;    // path on the host, as given (resolved safely at setup)
+  std::string inside;  // absolute path inside the sandbox (default: same as host after resolution)
+  bool writable = false;
+};
+
+enum class NetMode { kNone, kProxy };
+
+// Features a profile may explicitly accept running without (fail-closed otherwise).
+struct Degradations {
+  bool allow_no_landlock = false;  // run when the kernel has no Landlock
+  bool allow_no_cgroups = false;   // enforce memory/pids/cpu with rlimits only
+  bool allow_no_seccomp_notify = false;  // unused today: notify failure always falls back to errno
+};
+
+struct Options {
+  // Limits. 0 means "no limit" unless noted.
+  uint64_t timeout_ms = 0;             // wall clock for the whole tree
+  uint64_t memory_bytes = 0;           // cgroup memory limit (RLIMIT_AS fallback)
+  uint32_t pids = 0;                   // cgroup pids.max (RLIMIT_NPROC fallback)
+  uint64_t cpu_ms = 0;                 // total CPU time for the tree
+  uint64_t output_limit_bytes = 16ull << 20;  // per stream; 0 = unlimited
+  uint64_t tmpfs_bytes = 64ull << 20;  // size of /tmp
+  uint64_t file_size_bytes = 0;        // RLIMIT_FSIZE; 0 = unlimited
+  uint32_t open_files = 1024;          // RLIMIT_NOFILE
+
+  std::vector<Bind> binds;             // --ro / --rw
+  std::vector<std::string> protect;    // paths relative to each --rw bind that stay read-only
+  std::string workdir;                 // inside; default: first --rw inside path, else /tmp
+  std::map<std::string, std::string> env;  // added to the clean environment
+
+  NetMode net = NetMode::kNone;
+  std::vector<std::string> allow;      // egress allow entries (implies kProxy)
+  std::map<std::string, std::string> resolve;  // HOST -> IP for the proxy
+
+  std::string backend = "native";
+  std::string hostname = "sandbox";
+  Degradations degrade;
+
+  std::vector<std::string> argv;       // the command
+};
+
+// Checks the options for contradictions and impossible values. The message names the
+// offending option and says what to do.
+Status Validate(const Options& options);
+
+// "512M", "1G", "64k", "1048576" -> bytes. Error names the bad text.
+Result<uint64_t> ParseSize(const std::string& text);
+// "30", "30s", "1.5s", "500ms", "10m", "1h" -> milliseconds. A bare number is seconds.
+Result<uint64_t> ParseDuration(const std::string& text);
+
+}  // namespace warden::sandbox
