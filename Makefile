@@ -1,0 +1,35 @@
+# The two commands a new machine needs (see README.md):
+#   make run    builds warden and starts it on its embedded defaults
+#   make test   builds everything and runs every test (what CI runs)
+# Other targets: make build, make asan (tests under AddressSanitizer + UBSan), make bench.
+
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc)
+
+.PHONY: deps build run test test-werror asan bench clean
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DWARDEN_WERROR=ON >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	@scripts/demo.sh $(BUILD)/src/cli/warden
+
+test: build
+	@ctest --test-dir $(BUILD) --output-on-failure -j 2 --timeout 300
+	@$(MAKE) --no-print-directory asan
+
+asan: deps
+	@cmake -S . -B $(ASAN_BUILD) -DWARDEN_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@ctest --test-dir $(ASAN_BUILD) --output-on-failure -j 2 --timeout 300
+
+bench: build
+	@bench/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

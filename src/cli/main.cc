@@ -1,0 +1,25 @@
+// The `warden` command. Subcommands parse their options into the component's own option struct
+// and call the component; no logic lives here that tests cannot reach through the libraries.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "cli/run_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"warden: run AI agents' code and actions safely"};
+  app.set_version_flag("--version", "warden 0.1.0");
+  app.require_subcommand(1);
+  warden::cli::RunCommand run(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "warden: %s\n", e.what());
+    std::fprintf(stderr, "Run 'warden %s--help' for usage.\n", run.parsed() ? "run " : "");
+    return 125;
+  }
+  if (run.parsed()) return run.Execute();
+  return 125;
+}

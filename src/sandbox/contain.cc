@@ -1,0 +1,176 @@
+#include "sandbox/contain.h"
+
+#include <fcntl.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "common/unique_fd.h"
+#include "sandbox/caps.h"
+#include "sandbox/landlock.h"
+#include "sandbox/seccomp.h"
+#include "sandbox/sync.h"
+
+namespace warden::sandbox::contain {
+namespace {
+
+[[noreturn]] void Fail(int sync_fd, const Status& status) {
+  sync::Send(sync_fd, sync::kSetupError, status.message());
+  _exit(125);
+}
+
+// A new network namespace starts with loopback down; bring it up so that programs can talk to
+// themselves. This is the only netlink-class operation, and it happens before seccomp.
+Status LoopbackUp() {
+  UniqueFd sock(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!sock.valid()) return Status::FromErrno("socket for loopback", errno);
+  struct ifreq ifr = {};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  if (ioctl(sock.get(), SIOCGIFFLAGS, &ifr) != 0) return Status::FromErrno("read loopback flags", errno);
+  ifr.ifr_flags |= IFF_UP;
+  if (ioctl(sock.get(), SIOCSIFFLAGS, &ifr) != 0) return Status::FromErrno("bring loopback up", errno);
+  return Status::Ok();
+}
+
+Status ApplyLandlock(const ChildSpec& spec, int* abi) {
+  landlock::Ruleset rules;
+  std::vector<UniqueFd> fds;
+  auto add = [&](const std::string& path, bool writable) -> Status {
+    int fd = open(path.c_str(), O_PATH | O_CLOEXEC);
+    if (fd < 0) return Status::FromErrno("open " + path + " for Landlock", errno);
+    fds.emplace_back(fd);
+    rules.paths.push_back({fd, writable});
+    return Status::Ok();
+  };
+  WARDEN_RETURN_IF_ERROR(add("/", false));
+  WARDEN_RETURN_IF_ERROR(add("/tmp", true));
+  WARDEN_RETURN_IF_ERROR(add("/dev", true));  // device nodes: write to null, full; dirs stay read-only mounts
+  WARDEN_RETURN_IF_ERROR(add("/proc", true));  // /proc/self/* tunables; /proc/sys is a read-only mount
+  for (const auto& p : spec.writable_inside) WARDEN_RETURN_IF_ERROR(add(p, true));
+  bool applied = false;
+  WARDEN_RETURN_IF_ERROR(landlock::ApplyFromChild(rules, &applied));
+  *abi = applied ? landlock::AbiVersion() : 0;
+  return Status::Ok();
+}
+
+// Finds argv[0] along PATH like execvp, but with the sandbox's PATH, and execs it. Returns the
+// errno that explains the failure (the most telling one, as a shell would report it).
+int ExecCommand(const ChildSpec& spec, char* const argv[], char* const envp[]) {
+  const std::string& file = spec.argv[0];
+  if (file.find('/') != std::string::npos) {
+    execve(file.c_str(), argv, envp);
+    return errno;
+  }
+  int best = ENOENT;
+  size_t start = 0;
+  while (start <= spec.path.size()) {
+    size_t colon = spec.path.find(':', start);
+    std::string dir = spec.path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    start = colon == std::string::npos ? spec.path.size() + 1 : colon + 1;
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + file;
+    execve(candidate.c_str(), argv, envp);
+    if (errno != ENOENT && errno != ENOTDIR) best = errno;
+  }
+  return best;
+}
+
+[[noreturn]] void RunCommand(const ChildSpec& spec) {
+  if (dup2(spec.stdin_fd, 0) < 0 || dup2(spec.stdout_fd, 1) < 0 || dup2(spec.stderr_fd, 2) < 0) _exit(125);
+  // Nothing but 0, 1, 2 crosses into the command; the sync socket is close-on-exec and stays
+  // only to report an exec failure.
+  int keep = spec.sync_fd;
+  if (keep > 3) close_range(3, static_cast<unsigned>(keep - 1), 0);
+  close_range(static_cast<unsigned>(keep + 1), ~0U, 0);
+  if (chdir(spec.workdir.c_str()) != 0) {
+    sync::Send(keep, sync::kSetupError, Status::FromErrno("chdir to workdir " + spec.workdir, errno).message());
+    _exit(125);
+  }
+  std::vector<char*> argv, envp;
+  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  // Default signal dispositions for the command (init's own handling must not leak into it).
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  int err = ExecCommand(spec, argv.data(), envp.data());
+  sync::Send(keep, sync::kExecError, std::to_string(err));
+  _exit(err == ENOENT ? 127 : 126);
+}
+
+}  // namespace
+
+[[noreturn]] void RunInitFromChild(const ChildSpec& spec) {
+  const int sync_fd = spec.sync_fd;
+  // If warden dies, so does the sandbox: init's death ends every process in the namespace.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) Fail(sync_fd, Status::FromErrno("prctl(PR_SET_PDEATHSIG)", errno));
+  auto go = sync::Receive(sync_fd);
+  if (!go.ok() || go->type != sync::kGo) _exit(125);  // parent gone or gave up
+  if (spec.new_cgroup_ns && unshare(CLONE_NEWCGROUP) != 0) Fail(sync_fd, Status::FromErrno("unshare cgroup namespace", errno));
+  if (setsid() < 0) Fail(sync_fd, Status::FromErrno("setsid", errno));
+  Status st = user::SwitchFromChild(spec.ids);
+  if (!st.ok()) Fail(sync_fd, st.Wrap("switch to the sandbox user"));
+  // The uid change cleared the parent-death signal: set it again, then make sure the parent did
+  // not die in between (its end of the socket would have hung up).
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) Fail(sync_fd, Status::FromErrno("prctl(PR_SET_PDEATHSIG)", errno));
+  struct pollfd pfd = {sync_fd, POLLRDHUP, 0};
+  if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLRDHUP))) _exit(125);
+  std::vector<std::string> notes;
+  st = mnt::BuildRootFromChild(spec.plan, &notes);
+  if (!st.ok()) Fail(sync_fd, st.Wrap("build the sandbox root"));
+  for (const auto& n : notes) sync::Send(sync_fd, sync::kNote, n);
+  if (sethostname(spec.hostname.data(), spec.hostname.size()) != 0) Fail(sync_fd, Status::FromErrno("sethostname", errno));
+  st = LoopbackUp();
+  if (!st.ok()) Fail(sync_fd, st);
+  st = caps::DropAllFromChild();
+  if (!st.ok()) Fail(sync_fd, st.Wrap("drop capabilities"));
+  st = rlimits::ApplyFromChild(spec.limits);
+  if (!st.ok()) Fail(sync_fd, st);
+  if (spec.landlock) {
+    int abi = 0;
+    st = ApplyLandlock(spec, &abi);
+    if (!st.ok()) Fail(sync_fd, st.Wrap("Landlock"));
+    sync::Send(sync_fd, sync::kLandlock, std::to_string(abi));
+  }
+  // Seccomp goes last: from here on init itself only forks, waits and reports.
+  int notify_fd = -1;
+  seccomp::FilterOptions filter;
+  filter.report_violations = spec.seccomp_notify;
+  st = seccomp::InstallFromChild(filter, &notify_fd);
+  if (!st.ok()) Fail(sync_fd, st.Wrap("seccomp"));
+  if (notify_fd >= 0) {
+    sync::Send(sync_fd, sync::kNotifyFd, "", notify_fd);
+    close(notify_fd);
+  }
+
+  pid_t command = fork();
+  if (command < 0) Fail(sync_fd, Status::FromErrno("fork the command", errno));
+  if (command == 0) RunCommand(spec);
+  close(spec.stdin_fd);
+  close(spec.stdout_fd);
+  close(spec.stderr_fd);
+  // Reap everything (orphans are re-parented to us) until the command itself ends.
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, __WALL);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      _exit(125);
+    }
+    if (pid == command) {
+      sync::Send(sync_fd, sync::kExit, std::to_string(status));
+      _exit(0);
+    }
+  }
+}
+
+}  // namespace warden::sandbox::contain

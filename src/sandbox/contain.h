@@ -1,0 +1,36 @@
+// The sandbox's init (PID 1 of its PID namespace): the ordered chain that turns a freshly cloned
+// child into the sandbox, then the command's launch and the reaping loop. Everything here runs
+// in the child; the parent's half is in subproc.h.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sandbox/mnt.h"
+#include "sandbox/rlimits.h"
+#include "sandbox/user.h"
+
+namespace warden::sandbox::contain {
+
+struct ChildSpec {
+  mnt::Plan plan;
+  user::IdMap ids;
+  rlimits::Spec limits;
+  std::string hostname;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // NAME=VALUE, complete (no host variables)
+  std::string path;              // PATH used to find argv[0]
+  std::string workdir;
+  std::vector<std::string> writable_inside;  // --rw inside paths (Landlock write rules)
+  bool landlock = true;           // apply the Landlock ruleset
+  bool seccomp_notify = true;     // ask for a seccomp listener to report violations
+  bool new_cgroup_ns = false;     // unshare the cgroup namespace after the parent moved us
+  int sync_fd = -1;               // SOCK_SEQPACKET to the parent
+  int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1;  // the command's ends
+};
+
+// Never returns. Exits 125 after reporting a setup error to the parent; otherwise exits 0
+// after reporting the command's wait status, which ends every process left in the namespace.
+[[noreturn]] void RunInitFromChild(const ChildSpec& spec);
+
+}  // namespace warden::sandbox::contain

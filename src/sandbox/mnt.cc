@@ -1,0 +1,394 @@
+#include "sandbox/mnt.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <set>
+
+#include "common/unique_fd.h"
+
+namespace warden::sandbox::mnt {
+namespace {
+
+constexpr uint64_t kNoFollow = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+
+int OpenAt2(int dirfd, const std::string& path, int flags, uint64_t resolve) {
+  struct open_how how = {};
+  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
+  how.resolve = resolve;
+  return static_cast<int>(syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof(how)));
+}
+
+// Path relative to the new root ("/usr/bin" -> "usr/bin"; "/" -> ".").
+std::string Rel(const std::string& inside) {
+  size_t i = inside.find_first_not_of('/');
+  return i == std::string::npos ? "." : inside.substr(i);
+}
+
+// A fresh filesystem (tmpfs, proc) as a detached mount.
+Result<UniqueFd> NewFs(const char* type, const std::vector<std::pair<std::string, std::string>>& params,
+                       unsigned attrs) {
+  UniqueFd fs(fsopen(type, FSOPEN_CLOEXEC));
+  if (!fs.valid()) return Status::FromErrno(std::string("fsopen ") + type, errno);
+  for (const auto& [k, v] : params) {
+    if (fsconfig(fs.get(), FSCONFIG_SET_STRING, k.c_str(), v.c_str(), 0) != 0) {
+      return Status::FromErrno(std::string("fsconfig ") + type + " " + k + "=" + v, errno);
+    }
+  }
+  if (fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) {
+    return Status::FromErrno(std::string("create ") + type, errno);
+  }
+  UniqueFd mnt(fsmount(fs.get(), FSMOUNT_CLOEXEC, attrs));
+  if (!mnt.valid()) return Status::FromErrno(std::string("fsmount ") + type, errno);
+  return mnt;
+}
+
+Status Attach(int mountfd, int targetfd, const std::string& what) {
+  if (move_mount(mountfd, "", targetfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
+    return Status::FromErrno("attach mount at " + what, errno);
+  }
+  return Status::Ok();
+}
+
+// Clones the mount tree at `srcfd` (recursively), sets `attrs` on every mount of the clone, and
+// attaches it on `targetfd`. Binding by descriptor: no path is resolved again.
+Status BindFd(int srcfd, int targetfd, uint64_t attrs, const std::string& what) {
+  UniqueFd tree(open_tree(srcfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
+  if (!tree.valid()) return Status::FromErrno("clone mount for " + what, errno);
+  if (attrs != 0) {
+    struct mount_attr attr = {};
+    attr.attr_set = attrs;
+    if (mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
+      return Status::FromErrno("set mount flags for " + what, errno);
+    }
+  }
+  return Attach(tree.get(), targetfd, what);
+}
+
+// Creates the directories of `inside` under `rootfd` (never following a symlink) and the last
+// component as a directory or an empty file. Returns an O_PATH descriptor of it.
+Result<UniqueFd> MakeMountPoint(int rootfd, const std::string& inside, bool is_dir) {
+  std::string rel = Rel(inside);
+  std::string partial;
+  size_t start = 0;
+  while (start <= rel.size()) {
+    size_t slash = rel.find('/', start);
+    bool last = slash == std::string::npos;
+    std::string comp = rel.substr(start, last ? std::string::npos : slash - start);
+    start = last ? rel.size() + 1 : slash + 1;
+    if (comp.empty() || comp == ".") continue;
+    partial += (partial.empty() ? "" : "/") + comp;
+    if (!last || is_dir) {
+      if (mkdirat(rootfd, partial.c_str(), 0755) != 0 && errno != EEXIST) {
+        return Status::FromErrno("create mount point /" + partial, errno);
+      }
+    } else {
+      int fd = OpenAt2(rootfd, partial, O_CREAT | O_WRONLY, RESOLVE_BENEATH | kNoFollow);
+      if (fd < 0 && errno != EISDIR) return Status::FromErrno("create mount point /" + partial, errno);
+      if (fd >= 0) close(fd);
+    }
+  }
+  int fd = OpenAt2(rootfd, rel, O_PATH | (is_dir ? O_DIRECTORY : 0), RESOLVE_BENEATH | kNoFollow);
+  if (fd < 0) {
+    if (errno == ELOOP) return Status::Error("mount point " + inside + " crosses a symbolic link inside the sandbox: use the real path");
+    return Status::FromErrno("open mount point " + inside, errno);
+  }
+  return UniqueFd(fd);
+}
+
+Status WriteFile(int rootfd, const std::string& inside, const std::string& content, mode_t mode) {
+  int fd = OpenAt2(rootfd, Rel(inside), O_CREAT | O_WRONLY | O_TRUNC, RESOLVE_BENEATH | kNoFollow);
+  if (fd < 0) return Status::FromErrno("write " + inside, errno);
+  UniqueFd owned(fd);
+  const char* p = content.data();
+  size_t left = content.size();
+  while (left > 0) {
+    ssize_t n = write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("write " + inside, errno);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (fchmod(fd, mode) != 0) return Status::FromErrno("chmod " + inside, errno);
+  return Status::Ok();
+}
+
+// Opens a bind source in the child and checks it is the very object the parent resolved.
+Result<UniqueFd> OpenSource(const BindEntry& b) {
+  int fd = OpenAt2(AT_FDCWD, b.host, O_PATH, kNoFollow);
+  if (fd < 0) {
+    if (errno == ELOOP) return Status::Error("bind source " + b.host + " changed into a symbolic link after it was checked");
+    return Status::FromErrno("open bind source " + b.host, errno);
+  }
+  UniqueFd owned(fd);
+  struct stat st;
+  if (fstat(fd, &st) != 0) return Status::FromErrno("stat bind source " + b.host, errno);
+  if ((b.dev != 0 || b.ino != 0) && (st.st_dev != b.dev || st.st_ino != b.ino)) {
+    return Status::Error("bind source " + b.host + " was replaced after it was checked");
+  }
+  if (S_ISDIR(st.st_mode) != b.is_dir) return Status::Error("bind source " + b.host + " changed type after it was checked");
+  return owned;
+}
+
+Status BindEntries(int rootfd, const std::vector<BindEntry>& entries, const std::vector<UniqueFd>& sources) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& b = entries[i];
+    auto target = MakeMountPoint(rootfd, b.inside, b.is_dir);
+    if (!target) return target.status();
+    uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.writable ? 0 : MOUNT_ATTR_RDONLY);
+    WARDEN_RETURN_IF_ERROR(BindFd(sources[i].get(), target->get(), attrs, b.inside));
+  }
+  return Status::Ok();
+}
+
+// Makes `rel` (relative to the root) a mount point of itself, optionally read-only. A mount
+// point cannot be renamed, unlinked or replaced from inside, which is what protection needs.
+Status SelfBind(int rootfd, const std::string& rel, bool readonly) {
+  int fd = OpenAt2(rootfd, rel, O_PATH, RESOLVE_BENEATH | kNoFollow);
+  if (fd < 0) return Status::FromErrno("open /" + rel, errno);
+  UniqueFd src(fd);
+  uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (readonly ? MOUNT_ATTR_RDONLY : 0);
+  return BindFd(src.get(), src.get(), attrs, "/" + rel);
+}
+
+// Protected paths: every existing `protect` path below each writable bind becomes a read-only
+// mount of itself; its ancestors below the bind become mount points too, so that renaming
+// `.git` away and recreating it is refused (EBUSY).
+Status ProtectPaths(int rootfd, const Plan& plan, std::vector<std::string>* notes) {
+  std::set<std::string> anchored;
+  for (const auto& b : plan.user) {
+    if (!b.writable || !b.is_dir) continue;
+    for (const auto& p : plan.protect) {
+      std::string rel = Rel(b.inside) + "/" + p;
+      while (!rel.empty() && rel.back() == '/') rel.pop_back();
+      struct open_how how = {};
+      how.flags = O_PATH | O_CLOEXEC;
+      how.resolve = RESOLVE_BENEATH | kNoFollow;
+      int fd = static_cast<int>(syscall(SYS_openat2, rootfd, rel.c_str(), &how, sizeof(how)));
+      if (fd < 0) {
+        if (errno == ENOENT) continue;  // absent: nothing to protect (see docs/sandbox.md)
+        if (errno == ELOOP) {
+          notes->push_back("protected path " + b.inside + "/" + p + " is or crosses a symbolic link: not protected");
+          continue;
+        }
+        return Status::FromErrno("open protected path " + b.inside + "/" + p, errno);
+      }
+      close(fd);
+      std::string base = Rel(b.inside);
+      for (size_t pos = rel.find('/', base.size() + 1); pos != std::string::npos; pos = rel.find('/', pos + 1)) {
+        std::string ancestor = rel.substr(0, pos);
+        if (anchored.insert(ancestor).second) WARDEN_RETURN_IF_ERROR(SelfBind(rootfd, ancestor, false));
+      }
+      WARDEN_RETURN_IF_ERROR(SelfBind(rootfd, rel, true));
+    }
+  }
+  return Status::Ok();
+}
+
+Status BuildDev(int rootfd, const Plan& plan) {
+  auto target = MakeMountPoint(rootfd, "/dev", true);
+  if (!target) return target.status();
+  auto dev = NewFs("tmpfs", {{"size", "64k"}, {"mode", "0755"}, {"nr_inodes", "64"}},
+                   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+  if (!dev) return dev.status();
+  const char* nodes[] = {"null", "zero", "full", "random", "urandom"};
+  for (const char* node : nodes) {
+    std::string host = std::string("/dev/") + node;
+    int src = OpenAt2(AT_FDCWD, host, O_PATH, kNoFollow);
+    if (src < 0) return Status::FromErrno("open " + host, errno);
+    UniqueFd s(src);
+    int fd = openat(dev->get(), node, O_CREAT | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd < 0) return Status::FromErrno("create /dev/" + std::string(node), errno);
+    close(fd);
+    int t = OpenAt2(dev->get(), node, O_PATH, RESOLVE_BENEATH | kNoFollow);
+    if (t < 0) return Status::FromErrno("open /dev/" + std::string(node), errno);
+    UniqueFd tf(t);
+    WARDEN_RETURN_IF_ERROR(BindFd(s.get(), tf.get(), MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, host));
+  }
+  const std::pair<const char*, const char*> links[] = {
+      {"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"},
+      {"stderr", "/proc/self/fd/2"}};
+  for (const auto& [name, to] : links) {
+    if (symlinkat(to, dev->get(), name) != 0) return Status::FromErrno(std::string("symlink /dev/") + name, errno);
+  }
+  if (mkdirat(dev->get(), "shm", 0755) != 0) return Status::FromErrno("mkdir /dev/shm", errno);
+  if (mkdirat(dev->get(), "pts", 0755) != 0) return Status::FromErrno("mkdir /dev/pts", errno);
+  WARDEN_RETURN_IF_ERROR(Attach(dev->get(), target->get(), "/dev"));
+  // /dev/shm shares /tmp's budget in spirit: its own small tmpfs, same size limit.
+  auto shm_target = MakeMountPoint(rootfd, "/dev/shm", true);
+  if (!shm_target) return shm_target.status();
+  auto shm = NewFs("tmpfs", {{"size", std::to_string(plan.tmpfs_bytes)}, {"mode", "1777"}},
+                   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  if (!shm) return shm.status();
+  WARDEN_RETURN_IF_ERROR(Attach(shm->get(), shm_target->get(), "/dev/shm"));
+  // The /dev tmpfs itself is read-only once populated.
+  struct mount_attr ro = {};
+  ro.attr_set = MOUNT_ATTR_RDONLY;
+  if (mount_setattr(rootfd, "dev", 0, &ro, sizeof(ro)) != 0) return Status::FromErrno("make /dev read-only", errno);
+  return Status::Ok();
+}
+
+Status BuildProc(int rootfd) {
+  auto target = MakeMountPoint(rootfd, "/proc", true);
+  if (!target) return target.status();
+  auto proc = NewFs("proc", {}, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+  if (!proc) {
+    return proc.status().Wrap("mount a fresh /proc (the host's /proc must not have paths masked by over-mounts, as some container runtimes do)");
+  }
+  WARDEN_RETURN_IF_ERROR(Attach(proc->get(), target->get(), "/proc"));
+  // Kernel tunables and triggers stay read-only even where permissions would allow a write.
+  for (const char* p : {"proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus"}) {
+    int fd = OpenAt2(rootfd, p, O_PATH, RESOLVE_BENEATH | kNoFollow);
+    if (fd < 0) continue;
+    UniqueFd f(fd);
+    WARDEN_RETURN_IF_ERROR(BindFd(f.get(), f.get(), MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, std::string("/") + p));
+  }
+  return Status::Ok();
+}
+
+Status PivotInto(int rootfd) {
+  if (fchdir(rootfd) != 0) return Status::FromErrno("enter new root", errno);
+  if (syscall(SYS_pivot_root, ".", ".") != 0) return Status::FromErrno("pivot_root", errno);
+  if (umount2(".", MNT_DETACH) != 0) return Status::FromErrno("detach the host's root", errno);
+  if (chdir("/") != 0) return Status::FromErrno("chdir /", errno);
+  return Status::Ok();
+}
+
+Result<BindEntry> Resolve(const std::string& given, const std::string& inside, bool writable, const char* flag) {
+  char buf[PATH_MAX];
+  if (realpath(given.c_str(), buf) == nullptr) {
+    int err = errno;
+    if (err == ENOENT) return Status::Error(std::string(flag) + " " + given + ": no such file or directory on the host: create it or fix the path");
+    return Status::FromErrno(std::string(flag) + " " + given, err);
+  }
+  struct stat st;
+  if (stat(buf, &st) != 0) return Status::FromErrno(std::string(flag) + " " + given, errno);
+  if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+    return Status::Error(std::string(flag) + " " + given + ": only directories and regular files can be bound");
+  }
+  BindEntry b;
+  b.host = buf;
+  b.inside = inside.empty() ? b.host : inside;
+  while (b.inside.size() > 1 && b.inside.back() == '/') b.inside.pop_back();
+  b.writable = writable;
+  b.is_dir = S_ISDIR(st.st_mode);
+  b.dev = st.st_dev;
+  b.ino = st.st_ino;
+  return b;
+}
+
+}  // namespace
+
+Result<Plan> PlanFromParent(const Options& options, uid_t inside_uid, gid_t inside_gid) {
+  Plan plan;
+  plan.tmpfs_bytes = options.tmpfs_bytes;
+  plan.protect = options.protect;
+  // System directories: merged-/usr links are recreated as links, real directories bound.
+  for (const char* dir : {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
+    struct stat st;
+    if (lstat(dir, &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char target[PATH_MAX];
+      ssize_t n = readlink(dir, target, sizeof(target) - 1);
+      if (n <= 0) continue;
+      target[n] = '\0';
+      plan.symlinks.emplace_back(dir, target);
+    } else if (S_ISDIR(st.st_mode)) {
+      plan.system.push_back({dir, dir, false, true, st.st_dev, st.st_ino});
+    }
+  }
+  // The only host files in /etc: the loader cache, CA certificates, OpenSSL's config and the
+  // alternatives links (commands like awk resolve through them). None holds a secret.
+  for (const char* path : {"/etc/ld.so.cache", "/etc/ssl/certs", "/etc/ssl/openssl.cnf", "/etc/alternatives"}) {
+    struct stat st;
+    if (stat(path, &st) != 0) continue;
+    char real[PATH_MAX];
+    if (realpath(path, real) == nullptr) continue;
+    plan.system.push_back({real, path, false, S_ISDIR(st.st_mode), st.st_dev, st.st_ino});
+  }
+  for (const auto& b : options.binds) {
+    auto entry = Resolve(b.host, b.inside, b.writable, b.writable ? "--rw" : "--ro");
+    if (!entry) return entry.status();
+    plan.user.push_back(*entry);
+  }
+  std::stable_sort(plan.user.begin(), plan.user.end(),
+                   [](const BindEntry& a, const BindEntry& b) { return a.inside < b.inside; });
+  std::string uid = std::to_string(inside_uid), gid = std::to_string(inside_gid);
+  plan.passwd = "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
+                "sandbox:x:" + uid + ":" + gid + ":sandbox:/tmp:/bin/sh\n"
+                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+  plan.group = "root:x:0:\nsandbox:x:" + gid + ":\nnogroup:x:65534:\n";
+  plan.hosts = "127.0.0.1\tlocalhost " + options.hostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+  plan.resolv = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n";
+  return plan;
+}
+
+Status BuildRootFromChild(const Plan& plan, std::vector<std::string>* notes) {
+  // Sources are opened first, while the host's tree is still what this namespace sees.
+  std::vector<UniqueFd> system_src, user_src;
+  for (const auto& b : plan.system) {
+    auto fd = OpenSource(b);
+    if (!fd) return fd.status();
+    system_src.push_back(std::move(*fd));
+  }
+  for (const auto& b : plan.user) {
+    auto fd = OpenSource(b);
+    if (!fd) return fd.status();
+    user_src.push_back(std::move(*fd));
+  }
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    return Status::FromErrno("make mounts private", errno);
+  }
+  auto root = NewFs("tmpfs", {{"size", "1m"}, {"mode", "0755"}, {"nr_inodes", "4096"}},
+                    MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  if (!root) return root.status();
+  // The root needs a place in this namespace for pivot_root; the host's /tmp is hidden by it here
+  // only (sources above are already open).
+  int anchor = OpenAt2(AT_FDCWD, "/tmp", O_PATH | O_DIRECTORY, kNoFollow);
+  if (anchor < 0) anchor = OpenAt2(AT_FDCWD, "/mnt", O_PATH | O_DIRECTORY, kNoFollow);
+  if (anchor < 0) return Status::FromErrno("find a directory to build the root on (/tmp or /mnt)", errno);
+  UniqueFd anchor_fd(anchor);
+  WARDEN_RETURN_IF_ERROR(Attach(root->get(), anchor_fd.get(), "new root"));
+  const int rootfd = root->get();
+
+  for (const char* dir : {"etc", "tmp", "home", "run", "var", "var/tmp"}) {
+    if (mkdirat(rootfd, dir, 0755) != 0 && errno != EEXIST) return Status::FromErrno(std::string("mkdir /") + dir, errno);
+  }
+  for (const auto& [path, target] : plan.symlinks) {
+    if (symlinkat(target.c_str(), rootfd, Rel(path).c_str()) != 0) return Status::FromErrno("symlink " + path, errno);
+  }
+  WARDEN_RETURN_IF_ERROR(WriteFile(rootfd, "/etc/passwd", plan.passwd, 0644));
+  WARDEN_RETURN_IF_ERROR(WriteFile(rootfd, "/etc/group", plan.group, 0644));
+  WARDEN_RETURN_IF_ERROR(WriteFile(rootfd, "/etc/hosts", plan.hosts, 0644));
+  WARDEN_RETURN_IF_ERROR(WriteFile(rootfd, "/etc/resolv.conf", plan.resolv, 0644));
+  WARDEN_RETURN_IF_ERROR(WriteFile(rootfd, "/etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files dns\n", 0644));
+  WARDEN_RETURN_IF_ERROR(BindEntries(rootfd, plan.system, system_src));
+  WARDEN_RETURN_IF_ERROR(BuildProc(rootfd));
+  WARDEN_RETURN_IF_ERROR(BuildDev(rootfd, plan));
+  {
+    auto tmp_target = MakeMountPoint(rootfd, "/tmp", true);
+    if (!tmp_target) return tmp_target.status();
+    auto tmp = NewFs("tmpfs", {{"size", std::to_string(plan.tmpfs_bytes)}, {"mode", "1777"}},
+                     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+    if (!tmp) return tmp.status();
+    WARDEN_RETURN_IF_ERROR(Attach(tmp->get(), tmp_target->get(), "/tmp"));
+  }
+  WARDEN_RETURN_IF_ERROR(BindEntries(rootfd, plan.user, user_src));
+  WARDEN_RETURN_IF_ERROR(ProtectPaths(rootfd, plan, notes));
+  // Everything is in place: the root itself becomes read-only (its submounts keep their own flags).
+  struct mount_attr ro = {};
+  ro.attr_set = MOUNT_ATTR_RDONLY;
+  if (mount_setattr(rootfd, "", AT_EMPTY_PATH, &ro, sizeof(ro)) != 0) return Status::FromErrno("make / read-only", errno);
+  return PivotInto(rootfd);
+}
+
+}  // namespace warden::sandbox::mnt

@@ -1,0 +1,104 @@
+#include "sandbox/options.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+namespace warden::sandbox {
+namespace {
+
+// Splits "12.5k" into 12.5 and "k". Returns false when the number part is missing or malformed.
+bool SplitNumber(const std::string& text, double* number, std::string* suffix) {
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == 0) return false;
+  std::string num = text.substr(0, i);
+  if (num.find('.') != num.rfind('.')) return false;
+  char* end = nullptr;
+  *number = std::strtod(num.c_str(), &end);
+  if (end != num.c_str() + num.size() || !std::isfinite(*number)) return false;
+  *suffix = text.substr(i);
+  for (auto& c : *suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return true;
+}
+
+}  // namespace
+
+Result<uint64_t> ParseSize(const std::string& text) {
+  double number = 0;
+  std::string suffix;
+  if (!SplitNumber(text, &number, &suffix)) {
+    return Status::Error("invalid size '" + text + "': expected a number with an optional unit (k, M, G), e.g. 512M");
+  }
+  double scale = 0;
+  if (suffix.empty() || suffix == "b") scale = 1;
+  else if (suffix == "k" || suffix == "kb" || suffix == "kib") scale = 1024.0;
+  else if (suffix == "m" || suffix == "mb" || suffix == "mib") scale = 1024.0 * 1024;
+  else if (suffix == "g" || suffix == "gb" || suffix == "gib") scale = 1024.0 * 1024 * 1024;
+  else if (suffix == "t" || suffix == "tb" || suffix == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
+  else return Status::Error("invalid size '" + text + "': unknown unit '" + suffix + "' (use k, M, G or T)");
+  double bytes = number * scale;
+  if (bytes >= 18446744073709551615.0) return Status::Error("invalid size '" + text + "': too large");
+  return static_cast<uint64_t>(bytes);
+}
+
+Result<uint64_t> ParseDuration(const std::string& text) {
+  double number = 0;
+  std::string suffix;
+  if (!SplitNumber(text, &number, &suffix)) {
+    return Status::Error("invalid duration '" + text + "': expected a number with an optional unit (ms, s, m, h), e.g. 30s");
+  }
+  double scale = 0;
+  if (suffix.empty() || suffix == "s") scale = 1000;
+  else if (suffix == "ms") scale = 1;
+  else if (suffix == "m") scale = 60'000;
+  else if (suffix == "h") scale = 3'600'000;
+  else return Status::Error("invalid duration '" + text + "': unknown unit '" + suffix + "' (use ms, s, m or h)");
+  double ms = number * scale;
+  if (ms > 1e15) return Status::Error("invalid duration '" + text + "': too large");
+  if (number > 0 && ms < 1) ms = 1;
+  return static_cast<uint64_t>(ms);
+}
+
+Status Validate(const Options& o) {
+  if (o.argv.empty()) return Status::Error("no command given: usage: warden run [OPTIONS] -- COMMAND [ARG...]");
+  if (o.backend != "native") {
+    return Status::Error("--backend " + o.backend + " is not available in this build: use --backend native");
+  }
+  if (o.memory_bytes != 0 && o.memory_bytes < (4ull << 20)) {
+    return Status::Error("--memory " + std::to_string(o.memory_bytes) + " bytes is too small to start a process: use at least 4M");
+  }
+  if (o.pids == 1) return Status::Error("--pids 1 leaves no room for the command (the sandbox's init counts too): use at least 2");
+  if (o.tmpfs_bytes < 4096) return Status::Error("--tmpfs-size must be at least 4k");
+  if (o.open_files < 8) return Status::Error("open files limit must be at least 8");
+  for (const auto& b : o.binds) {
+    const char* flag = b.writable ? "--rw" : "--ro";
+    if (b.host.empty()) return Status::Error(std::string(flag) + ": empty host path");
+    if (!b.inside.empty() && b.inside[0] != '/') {
+      return Status::Error(std::string(flag) + " " + b.host + ":" + b.inside + ": the path inside must be absolute");
+    }
+    if (b.inside.find("/../") != std::string::npos || b.inside.ends_with("/..")) {
+      return Status::Error(std::string(flag) + " " + b.host + ":" + b.inside + ": '..' is not allowed in the path inside");
+    }
+    for (const char* reserved : {"/proc", "/dev", "/"}) {
+      if (b.inside == reserved) {
+        return Status::Error(std::string(flag) + " " + b.host + ":" + b.inside + ": " + reserved + " is managed by warden and cannot be replaced");
+      }
+    }
+  }
+  for (const auto& p : o.protect) {
+    if (p.empty() || p[0] == '/' || p == ".." || p.starts_with("../") || p.find("/../") != std::string::npos || p.ends_with("/..")) {
+      return Status::Error("protect path '" + p + "' must be relative to a --rw bind and must not contain '..'");
+    }
+  }
+  if (!o.workdir.empty() && o.workdir[0] != '/') return Status::Error("--workdir " + o.workdir + ": must be an absolute path inside the sandbox");
+  for (const auto& [name, value] : o.env) {
+    if (name.empty() || name.find('=') != std::string::npos) return Status::Error("--env '" + name + "': invalid variable name");
+  }
+  if (o.net == NetMode::kProxy) {
+    return Status::Error("--net proxy / --allow: network egress is not available in this build yet: use --net none");
+  }
+  return Status::Ok();
+}
+
+}  // namespace warden::sandbox

@@ -1,0 +1,24 @@
+// The sandbox runtime's entry point: run one command in a fresh native sandbox and wait for it.
+// The contract (options, exit statuses, result record) is `warden run`'s: ARCHITECTURE.md
+// section 4 and docs/sandbox.md.
+#pragma once
+
+#include "sandbox/options.h"
+#include "sandbox/result.h"
+
+namespace warden::sandbox {
+
+// Where the command's standard streams come from and go to. Output is streamed as it arrives,
+// cut at options.output_limit_bytes per stream.
+struct Io {
+  int stdin_fd = 0;
+  int stdout_fd = 1;
+  int stderr_fd = 2;
+};
+
+// Runs options.argv in a fresh sandbox and waits for it and everything it started. Never throws.
+// A failure to build the sandbox is reported as reason kSetupError with exit_code 125 and an
+// error naming the step and the errno; nothing of the sandbox outlives this call.
+RunResult Run(const Options& options, const Io& io = {});
+
+}  // namespace warden::sandbox

@@ -1,0 +1,224 @@
+// Escape attempts: each test is an attack a hostile command would try from inside the sandbox,
+// and asserts the sandbox held. Run with the real warden binary, real programs inside.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "harness.h"
+
+namespace warden::testing {
+namespace {
+
+TEST(Escape, ReadRootOnlyHostFileThroughBind) {
+  if (!IsRoot()) GTEST_SKIP() << "needs root to create a root-only file";
+  TempDir dir;
+  dir.Write("secret.txt", "TOPSECRET", 0600);
+  chmod(dir.path().c_str(), 0755);
+  auto r = RunSh("cat /data/secret.txt; echo rc=$?", {"--ro", dir.path() + ":/data"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("TOPSECRET"), std::string::npos);
+  EXPECT_NE(r.err.find("secret.txt: Permission denied"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("rc=1"), std::string::npos) << r.out;
+}
+
+TEST(Escape, HostSecretsAreAbsent) {
+  auto r = RunSh("cat /etc/shadow; ls /root; ls -A /home; ls /etc");
+  EXPECT_NE(r.err.find("/etc/shadow: No such file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/root"), std::string::npos) << r.err;
+  // /etc holds only what warden generates or binds.
+  for (const char* name : {"shadow", "sudoers", "ssh", "hostname", "machine-id", "environment"}) {
+    EXPECT_EQ(r.out.find(std::string(name) + "\n"), std::string::npos) << name << " leaked into /etc:\n" << r.out;
+  }
+}
+
+TEST(Escape, RepositoryAndHostTmpAreInvisible) {
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
+  TempDir dir;  // lives in the host's /tmp
+  auto r = RunSh(std::string("ls ") + WARDEN_BIN + " " + dir.path() + " 2>&1; ls -A /tmp | wc -l");
+  EXPECT_NE(r.out.find("No such file"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n0\n"), std::string::npos) << "sandbox /tmp should start empty:\n" << r.out;
+}
+
+TEST(Escape, WriteToUsrAndProcSysFails) {
+  auto r = RunSh("touch /usr/pwned 2>&1; echo 1 > /proc/sys/kernel/ns_last_pid 2>&1; echo x > /etc/passwd 2>&1; touch /newfile 2>&1; echo done");
+  // A failed redirection is reported by the shell on its own stderr.
+  std::string all = r.out + r.err;
+  EXPECT_EQ(access("/usr/pwned", F_OK), -1);
+  EXPECT_NE(all.find("'/usr/pwned': Read-only file system"), std::string::npos) << all;
+  EXPECT_NE(all.find("ns_last_pid: Read-only file system"), std::string::npos) << all;
+  EXPECT_NE(all.find("/etc/passwd: Read-only file system"), std::string::npos) << all;
+  EXPECT_NE(all.find("'/newfile': Read-only file system"), std::string::npos) << all;
+  EXPECT_NE(r.out.find("done"), std::string::npos);
+}
+
+TEST(Escape, ConnectToHostLoopbackListenerFails) {
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(s, 4), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  auto r = RunSh("python3 -c \"import socket; s=socket.socket(); s.settimeout(2); s.connect(('127.0.0.1', " +
+                 std::to_string(port) + ")); print('CONNECTED')\"");
+  EXPECT_EQ(r.out.find("CONNECTED"), std::string::npos);
+  EXPECT_NE(r.err.find("Connection refused"), std::string::npos) << r.err;
+  fcntl(s, F_SETFL, O_NONBLOCK);
+  EXPECT_LT(accept(s, nullptr, nullptr), 0) << "the host listener accepted a connection from the sandbox";
+  close(s);
+}
+
+TEST(Escape, HostProcessesAreInvisibleAndUnsignalable) {
+  pid_t me = getpid();
+  auto r = RunSh("ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' '; echo; kill -0 " + std::to_string(me) + " 2>&1; echo kill=$?");
+  EXPECT_NE(r.out.find("kill=1"), std::string::npos) << r.out;
+  // Only the sandbox's own processes: init (1), sh, ls/grep/tr.
+  std::string pids = r.out.substr(0, r.out.find('\n'));
+  EXPECT_EQ(pids.rfind("1 ", 0), 0u) << pids;
+  EXPECT_EQ(pids.find(" " + std::to_string(me) + " "), std::string::npos);
+}
+
+TEST(Escape, PtraceIsRefused) {
+  auto r = RunSh("python3 -c \"import ctypes,os; l=ctypes.CDLL(None,use_errno=True); "
+                 "print('attach', l.ptrace(16, 1, 0, 0), ctypes.get_errno()); "
+                 "print('traceme', l.ptrace(0, 0, 0, 0), ctypes.get_errno())\"");
+  EXPECT_NE(r.out.find("attach -1 1\n"), std::string::npos) << r.out << r.err;  // EPERM
+  EXPECT_NE(r.out.find("traceme -1 1\n"), std::string::npos) << r.out << r.err;
+  bool recorded = false;
+  for (const auto& v : r.record["violations"]) recorded |= v["syscall"] == "ptrace";
+  EXPECT_TRUE(recorded) << r.record.dump();
+}
+
+TEST(Escape, MountIsRefused) {
+  auto r = RunSh("mkdir -p /tmp/m; mount -t tmpfs none /tmp/m 2>&1; echo rc=$?; "
+                 "python3 -c \"import ctypes; l=ctypes.CDLL(None,use_errno=True); print('mount', l.mount(b'none', b'/tmp/m', b'tmpfs', 0, None), ctypes.get_errno())\"");
+  EXPECT_NE(r.out.find("rc=32"), std::string::npos) << r.out;  // mount(8): permission failure
+  EXPECT_NE(r.out.find("mount -1 1\n"), std::string::npos) << r.out << r.err;
+}
+
+TEST(Escape, UnshareUserNamespaceThenMountIsRefused) {
+  auto r = RunSh("unshare -Ur sh -c 'mount -t tmpfs none /tmp && echo MOUNTED' 2>&1; echo rc=$?");
+  EXPECT_EQ(r.out.find("MOUNTED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Operation not permitted"), std::string::npos) << r.out;
+  bool recorded = false;
+  for (const auto& v : r.record["violations"]) recorded |= v["syscall"] == "unshare";
+  EXPECT_TRUE(recorded) << r.record.dump();
+}
+
+TEST(Escape, SetuidEscalationFails) {
+  // /usr/bin/mount and su are setuid root on the host; inside, /usr is nosuid and
+  // no_new_privs is set, so they run as the sandbox user.
+  auto r = RunSh("id -u; /usr/bin/mount -t tmpfs none /tmp 2>&1; echo mount=$?; "
+                 "python3 -c \"import os\ntry:\n os.setuid(0); print('ROOT')\nexcept OSError as e: print('setuid', e.errno)\"; "
+                 "grep -E '^(CapEff|CapBnd|CapPrm|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status");
+  EXPECT_EQ(r.out.rfind("1000\n", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.find("ROOT"), std::string::npos);
+  // EPERM, or EINVAL because uid 0 does not even exist in the sandbox's user namespace.
+  EXPECT_TRUE(r.out.find("setuid 1\n") != std::string::npos || r.out.find("setuid 22\n") != std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CapEff:\t0000000000000000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CapBnd:\t0000000000000000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CapAmb:\t0000000000000000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("NoNewPrivs:\t1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Seccomp:\t2"), std::string::npos) << r.out;
+}
+
+TEST(Escape, InheritedFileDescriptorIsClosed) {
+  TempDir dir;
+  std::string path = dir.Write("leak.txt", "LEAKED-CONTENT");
+  int fd = open(path.c_str(), O_RDONLY);  // not close-on-exec: warden inherits it
+  ASSERT_GE(fd, 3);
+  int high = dup2(fd, 37);
+  Invocation inv;
+  inv.args = {"run", "--", "sh", "-c", "ls /proc/self/fd | tr '\\n' ' '; cat <&37; cat /proc/self/fd/37"};
+  inv.inherit_fds = {fd, high};
+  auto r = RunWarden(inv);
+  close(fd);
+  close(high);
+  EXPECT_EQ(r.out.find("LEAKED-CONTENT"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.rfind("0 1 2 3 ", 0), 0u) << "only stdio (and ls's own directory fd):\n" << r.out;
+}
+
+TEST(Escape, HostEnvironmentDoesNotLeak) {
+  Invocation inv;
+  inv.args = {"run", "--env", "GIVEN=yes", "--", "env"};
+  inv.extra_env = {{"AWS_SECRET_ACCESS_KEY", "hunter2"}, {"OPENAI_API_KEY", "sk-secret"}};
+  auto r = RunWarden(inv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("hunter2"), std::string::npos);
+  EXPECT_EQ(r.out.find("sk-secret"), std::string::npos);
+  EXPECT_NE(r.out.find("GIVEN=yes"), std::string::npos);
+  EXPECT_NE(r.out.find("PATH="), std::string::npos);
+}
+
+TEST(Escape, TiocstiInjectionIsRefused) {
+  auto r = RunSh("python3 -c \"import fcntl,termios,os\nfd=os.open('/dev/null', os.O_RDONLY)\n"
+                 "try:\n fcntl.ioctl(0, termios.TIOCSTI, b'x'); print('INJECTED')\nexcept OSError as e: print('tiocsti', e.errno)\"");
+  EXPECT_EQ(r.out.find("INJECTED"), std::string::npos);
+  EXPECT_NE(r.out.find("tiocsti 1"), std::string::npos) << r.out << r.err;
+  bool recorded = false;
+  for (const auto& v : r.record["violations"]) recorded |= v["syscall"] == "ioctl";
+  EXPECT_TRUE(recorded) << r.record.dump();
+}
+
+TEST(Escape, NoControllingTerminalAndOwnSession) {
+  auto r = RunSh("python3 -c \"import os; print('sid', os.getsid(0) == os.getpid() or os.getsid(0))\"; (tty || true)");
+  EXPECT_NE(r.out.find("not a tty"), std::string::npos) << r.out;
+}
+
+TEST(Escape, SymlinkAndDotDotEscapesFromRwBind) {
+  TempDir ws;
+  chown(ws.path().c_str(), 65534, 65534);
+  // A link planted in the workspace (say by an earlier run) that points at a host secret.
+  symlink("/etc/shadow", (ws.path() + "/shadow").c_str());
+  auto r = RunSh("cat /work/shadow 2>&1; ln -s / /work/root && ls /work/root/ | tr '\\n' ' '; echo; "
+                 "cat /work/../../../etc/shadow 2>&1; cd /work/../..; pwd; ls /work/.. | tr '\\n' ' '",
+                 {"--rw", ws.path() + ":/work"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("root:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/etc/shadow: No such file"), std::string::npos) << r.out;
+  // The planted link resolves inside the sandbox's root, which has no shadow file.
+  EXPECT_NE(r.out.find("/work/shadow: No such file"), std::string::npos) << r.out;
+}
+
+TEST(Escape, ProtectedPathsInWorkspaceStayReadOnly) {
+  TempDir ws;
+  ws.Write(".git/hooks/pre-commit.sample", "#!/bin/sh\n");
+  ws.Write(".git/config", "[core]\n");
+  ws.Write(".bashrc", "# rc\n");
+  std::string cmd = "chown -R 65534:65534 " + ws.path();
+  ASSERT_EQ(system(cmd.c_str()), 0);
+  auto r = RunSh("cd /work; echo evil > .git/hooks/pre-commit 2>&1; echo x >> .git/config 2>&1; "
+                 "echo x >> .bashrc 2>&1; mv .git .git-old 2>&1; rm -rf .git/hooks 2>&1; "
+                 "mv .bashrc b 2>&1; echo ok > normal.txt && echo WROTE",
+                 {"--rw", ws.path() + ":/work"});
+  EXPECT_NE(r.out.find("WROTE"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(access((ws.path() + "/.git/hooks/pre-commit").c_str(), F_OK), -1);
+  EXPECT_EQ(access((ws.path() + "/.git-old").c_str(), F_OK), -1) << r.out;
+  EXPECT_EQ(access((ws.path() + "/b").c_str(), F_OK), -1) << r.out;
+  EXPECT_EQ(access((ws.path() + "/normal.txt").c_str(), F_OK), 0);
+  std::ifstream cfg(ws.path() + "/.git/config");
+  std::string content((std::istreambuf_iterator<char>(cfg)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "[core]\n");
+}
+
+TEST(Escape, TwoSandboxesAtOnceCannotSeeEachOther) {
+  Outcome a;
+  std::thread t([&] { a = RunSh("echo mark > /tmp/marker-a; sleep 1; ls /proc | grep -cE '^[0-9]+$'"); });
+  usleep(300 * 1000);
+  auto b = RunSh("ls /tmp/marker-a 2>&1; ps -e 2>/dev/null | grep -c sleep; true");
+  t.join();
+  EXPECT_NE(b.out.find("No such file"), std::string::npos) << b.out;
+  EXPECT_EQ(a.exit_code, 0) << a.err;
+}
+
+}  // namespace
+}  // namespace warden::testing

@@ -1,0 +1,57 @@
+// Runs the real `warden` binary as a user would and captures what it did. Used by every
+// end-to-end test; nothing here is a test double.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace warden::testing {
+
+struct Outcome {
+  int exit_code = -1;      // warden's exit status (128+N if warden itself died of signal N)
+  std::string out, err;    // what warden wrote to stdout and stderr (stderr minus the JSON line)
+  nlohmann::json record;   // the --json record (null when none was written)
+  pid_t pid = 0;           // warden's pid (names its cgroups: warden-<pid>-<n>)
+};
+
+struct Invocation {
+  std::vector<std::string> args;      // after "warden"
+  std::string stdin_data;             // fed through a pipe, then closed
+  std::map<std::string, std::string> extra_env;  // added to warden's environment
+  bool json = true;                   // add --json FILE and parse it
+  std::vector<int> inherit_fds;       // left open (not close-on-exec) in warden
+  uid_t uid = 0;                      // run warden as this user when not 0 (tests run as root)
+  int kill_after_ms = 0;              // SIGKILL warden itself after this long (leftover tests)
+};
+
+// Runs `warden ARGS...` to completion. When inv.json is set, "--json FILE" is inserted right
+// after the subcommand.
+Outcome RunWarden(const Invocation& inv);
+// Shorthand: `warden run [FLAGS...] -- sh -c SCRIPT`.
+Outcome RunSh(const std::string& script, const std::vector<std::string>& flags = {});
+
+// A fresh host directory (under /tmp) removed with its contents when the object goes away.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string Write(const std::string& rel, const std::string& content, mode_t mode = 0644) const;
+
+ private:
+  std::string path_;
+};
+
+// Host-side observations for leftover checks.
+std::vector<pid_t> PidsWithCmdline(const std::string& needle);
+std::vector<std::string> WardenCgroupDirs();  // every warden-* cgroup directory on the host
+int MountCount();                              // entries in the host's /proc/self/mountinfo
+
+bool IsRoot();
+
+}  // namespace warden::testing

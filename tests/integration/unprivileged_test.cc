@@ -1,0 +1,51 @@
+// warden run by an ordinary user (unprivileged user namespaces): the same sandbox, mapped to the
+// caller, and fail-closed where a feature (cgroups) is out of reach.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+namespace warden::testing {
+namespace {
+
+constexpr uid_t kNobody = 65534;
+
+Outcome RunAsNobody(std::vector<std::string> args) {
+  Invocation inv;
+  inv.args = std::move(args);
+  inv.uid = kNobody;
+  return RunWarden(inv);
+}
+
+TEST(Unprivileged, SandboxWorksForAnOrdinaryUser) {
+  if (!IsRoot()) GTEST_SKIP() << "needs root to switch to another user";
+  auto r = RunAsNobody({"run", "--", "sh", "-c", "id -u; echo ok > /tmp/f && cat /tmp/f; grep CapEff /proc/self/status"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "1000\nok\nCapEff:\t0000000000000000\n");
+}
+
+TEST(Unprivileged, EscapeBasicsHoldForAnOrdinaryUser) {
+  if (!IsRoot()) GTEST_SKIP() << "needs root to switch to another user";
+  auto r = RunAsNobody({"run", "--", "sh", "-c", "unshare -Ur true 2>&1; echo u=$?; touch /usr/x 2>&1; echo t=$?; ls /proc | grep -cE '^[0-9]+$'"});
+  EXPECT_NE(r.out.find("u=1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("t=1"), std::string::npos) << r.out;
+}
+
+TEST(Unprivileged, LimitsWithoutCgroupsFailClosed) {
+  if (!IsRoot()) GTEST_SKIP() << "needs root to switch to another user";
+  auto r = RunAsNobody({"run", "--memory", "100M", "--", "true"});
+  EXPECT_EQ(r.exit_code, 125);
+  EXPECT_NE(r.err.find("need cgroups"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("accept_missing"), std::string::npos) << r.err;
+}
+
+TEST(Unprivileged, AcceptedFallbackUsesRlimitsAndSaysSo) {
+  if (!IsRoot()) GTEST_SKIP() << "needs root to switch to another user";
+  auto r = RunAsNobody({"run", "--memory", "64M", "--accept-missing", "cgroups", "--", "python3", "-c",
+                        "try:\n  b = bytearray(256 << 20)\n  print('ALLOCATED')\nexcept MemoryError:\n  print('refused')"});
+  EXPECT_EQ(r.out, "refused\n") << r.err;
+  EXPECT_EQ(r.record["degraded"], nlohmann::json::array({"cgroups"}));
+}
+
+}  // namespace
+}  // namespace warden::testing

@@ -1,0 +1,167 @@
+#include "sandbox/options.h"
+
+#include <gtest/gtest.h>
+
+#include "sandbox/profile.h"
+
+namespace warden::sandbox {
+namespace {
+
+TEST(ParseSize, AcceptsUnitsCaseInsensitively) {
+  EXPECT_EQ(*ParseSize("512M"), 512ull << 20);
+  EXPECT_EQ(*ParseSize("1g"), 1ull << 30);
+  EXPECT_EQ(*ParseSize("64k"), 64ull << 10);
+  EXPECT_EQ(*ParseSize("1048576"), 1ull << 20);
+  EXPECT_EQ(*ParseSize("1.5K"), 1536u);
+  EXPECT_EQ(*ParseSize("2GiB"), 2ull << 30);
+}
+
+TEST(ParseSize, RejectsGarbageNamingIt) {
+  for (const char* bad : {"", "M", "12Q", "-1", "1..2M", "1e9", " 5"}) {
+    auto r = ParseSize(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find(std::string("'") + bad + "'"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(ParseDuration, BareNumbersAreSeconds) {
+  EXPECT_EQ(*ParseDuration("30"), 30000u);
+  EXPECT_EQ(*ParseDuration("1.5s"), 1500u);
+  EXPECT_EQ(*ParseDuration("500ms"), 500u);
+  EXPECT_EQ(*ParseDuration("2m"), 120000u);
+  EXPECT_EQ(*ParseDuration("1h"), 3600000u);
+  EXPECT_FALSE(ParseDuration("5x").ok());
+  EXPECT_FALSE(ParseDuration("soon").ok());
+}
+
+Options WithCommand() {
+  Options o;
+  o.argv = {"true"};
+  return o;
+}
+
+TEST(Validate, RequiresACommand) {
+  Options o;
+  EXPECT_NE(Validate(o).message().find("no command"), std::string::npos);
+  EXPECT_TRUE(Validate(WithCommand()).ok());
+}
+
+TEST(Validate, RefusesImpossibleLimits) {
+  Options o = WithCommand();
+  o.memory_bytes = 1024;
+  EXPECT_NE(Validate(o).message().find("too small"), std::string::npos);
+  o = WithCommand();
+  o.pids = 1;
+  EXPECT_FALSE(Validate(o).ok());
+  o = WithCommand();
+  o.tmpfs_bytes = 10;
+  EXPECT_FALSE(Validate(o).ok());
+}
+
+TEST(Validate, RefusesRelativeOrDotDotInsidePaths) {
+  Options o = WithCommand();
+  o.binds = {ParseBindSpec("/usr:relative", false)};
+  EXPECT_NE(Validate(o).message().find("must be absolute"), std::string::npos);
+  o.binds = {ParseBindSpec("/usr:/a/../etc", false)};
+  EXPECT_NE(Validate(o).message().find("'..'"), std::string::npos);
+  o.binds = {ParseBindSpec("/usr:/dev", true)};
+  EXPECT_NE(Validate(o).message().find("managed by warden"), std::string::npos);
+}
+
+TEST(Validate, RefusesEscapingProtectPaths) {
+  Options o = WithCommand();
+  o.protect = {"../outside"};
+  EXPECT_FALSE(Validate(o).ok());
+  o.protect = {"/abs"};
+  EXPECT_FALSE(Validate(o).ok());
+  o.protect = {".git/hooks"};
+  EXPECT_TRUE(Validate(o).ok());
+}
+
+TEST(Validate, UnbuiltBackendsAndEgressSayWhatToUse) {
+  Options o = WithCommand();
+  o.backend = "gvisor";
+  EXPECT_NE(Validate(o).message().find("--backend native"), std::string::npos);
+}
+
+TEST(ParseBindSpec, SplitsHostAndInside) {
+  Bind b = ParseBindSpec("/data:/in", true);
+  EXPECT_EQ(b.host, "/data");
+  EXPECT_EQ(b.inside, "/in");
+  EXPECT_TRUE(b.writable);
+  Bind same = ParseBindSpec("./rel", false);
+  EXPECT_EQ(same.host, "./rel");
+  EXPECT_EQ(same.inside, "");
+}
+
+TEST(Profile, EveryOptionCanBeSaid) {
+  Options o;
+  Status st = LoadProfileText(R"(
+timeout: 30s
+memory: 512M
+pids: 64
+cpu: 10s
+output_limit: 1M
+tmpfs_size: 32M
+file_size: 1G
+open_files: 256
+ro: ["/usr/share:/share"]
+rw: ["/tmp/ws:/work"]
+protect: [".git/hooks", ".envrc"]
+workdir: /work
+env: {A: "1"}
+net: none
+resolve: {"x.test": 127.0.0.1}
+backend: native
+hostname: box
+accept_missing: [landlock, cgroups]
+)", "p.yaml", &o);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(o.timeout_ms, 30000u);
+  EXPECT_EQ(o.memory_bytes, 512ull << 20);
+  EXPECT_EQ(o.pids, 64u);
+  EXPECT_EQ(o.cpu_ms, 10000u);
+  EXPECT_EQ(o.output_limit_bytes, 1u << 20);
+  EXPECT_EQ(o.tmpfs_bytes, 32u << 20);
+  EXPECT_EQ(o.file_size_bytes, 1ull << 30);
+  EXPECT_EQ(o.open_files, 256u);
+  ASSERT_EQ(o.binds.size(), 2u);
+  EXPECT_EQ(o.binds[1].inside, "/work");
+  EXPECT_TRUE(o.binds[1].writable);
+  EXPECT_EQ(o.protect, (std::vector<std::string>{".git/hooks", ".envrc"}));
+  EXPECT_EQ(o.workdir, "/work");
+  EXPECT_EQ(o.env["A"], "1");
+  EXPECT_EQ(o.resolve["x.test"], "127.0.0.1");
+  EXPECT_EQ(o.hostname, "box");
+  EXPECT_TRUE(o.degrade.allow_no_landlock);
+  EXPECT_TRUE(o.degrade.allow_no_cgroups);
+}
+
+TEST(Profile, UnknownKeyNamesFileLineAndKnownKeys) {
+  Options o;
+  o.timeout_ms = 7;
+  Status st = LoadProfileText("timeout: 1s\nmemroy: 1G\n", "bad.yaml", &o);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("bad.yaml:2: unknown key 'memroy'"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("memory"), std::string::npos);
+  EXPECT_EQ(o.timeout_ms, 7u) << "a bad profile must leave the options untouched";
+}
+
+TEST(Profile, WrongTypesAndValuesAreErrors) {
+  Options o;
+  EXPECT_NE(LoadProfileText("memory: lots\n", "p", &o).message().find("p:1"), std::string::npos);
+  EXPECT_NE(LoadProfileText("ro: /usr\n", "p", &o).message().find("must be a list"), std::string::npos);
+  EXPECT_NE(LoadProfileText("net: wifi\n", "p", &o).message().find("none or proxy"), std::string::npos);
+  EXPECT_NE(LoadProfileText("pids: -3\n", "p", &o).message().find("whole number"), std::string::npos);
+  EXPECT_NE(LoadProfileText("a: [\n", "p", &o).message().find("invalid YAML"), std::string::npos);
+  EXPECT_NE(LoadProfileText("accept_missing: [seccomp]\n", "p", &o).message().find("landlock or cgroups"), std::string::npos);
+}
+
+TEST(Profile, AllowImpliesProxy) {
+  Options o;
+  ASSERT_TRUE(LoadProfileText("allow: [example.com]\n", "p", &o).ok());
+  EXPECT_EQ(o.net, NetMode::kProxy);
+}
+
+}  // namespace
+}  // namespace warden::sandbox
