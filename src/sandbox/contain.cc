@@ -89,6 +89,12 @@ int ExecCommand(const ChildSpec& spec, char* const argv[], char* const envp[]) {
   int keep = spec.sync_fd;
   if (keep > 3) close_range(3, static_cast<unsigned>(keep - 1), 0);
   close_range(static_cast<unsigned>(keep + 1), ~0U, 0);
+  // Limits apply to the command and what it starts, not to init (which must always be able to
+  // reap and report).
+  if (Status st = rlimits::ApplyFromChild(spec.limits); !st.ok()) {
+    sync::Send(keep, sync::kSetupError, st.message());
+    _exit(125);
+  }
   if (chdir(spec.workdir.c_str()) != 0) {
     sync::Send(keep, sync::kSetupError, Status::FromErrno("chdir to workdir " + spec.workdir, errno).message());
     _exit(125);
@@ -133,8 +139,6 @@ int ExecCommand(const ChildSpec& spec, char* const argv[], char* const envp[]) {
   if (!st.ok()) Fail(sync_fd, st);
   st = caps::DropAllFromChild();
   if (!st.ok()) Fail(sync_fd, st.Wrap("drop capabilities"));
-  st = rlimits::ApplyFromChild(spec.limits);
-  if (!st.ok()) Fail(sync_fd, st);
   if (spec.landlock) {
     int abi = 0;
     st = ApplyLandlock(spec, &abi);
