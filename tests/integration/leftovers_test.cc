@@ -22,7 +22,12 @@ std::vector<std::string> TmpEntries() {
   DIR* d = opendir("/tmp");
   while (struct dirent* e = readdir(d)) {
     std::string n = e->d_name;
-    if (n.find("warden") != std::string::npos && n.find("warden-test") == std::string::npos) names.push_back(n);
+    // warden itself never creates host temp files; other test binaries running at the same time
+    // (ctest -j) make their own fixtures, named warden-test-* or warden-egress-*.
+    if (n.find("warden") != std::string::npos && n.find("warden-test") == std::string::npos &&
+        n.find("warden-egress") == std::string::npos) {
+      names.push_back(n);
+    }
   }
   closedir(d);
   return names;
