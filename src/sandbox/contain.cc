@@ -16,6 +16,7 @@
 #include "common/unique_fd.h"
 #include "sandbox/caps.h"
 #include "sandbox/landlock.h"
+#include "sandbox/net.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/sync.h"
 
@@ -25,19 +26,6 @@ namespace {
 [[noreturn]] void Fail(int sync_fd, const Status& status) {
   sync::Send(sync_fd, sync::kSetupError, status.message());
   _exit(125);
-}
-
-// A new network namespace starts with loopback down; bring it up so that programs can talk to
-// themselves. This is the only netlink-class operation, and it happens before seccomp.
-Status LoopbackUp() {
-  UniqueFd sock(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!sock.valid()) return Status::FromErrno("socket for loopback", errno);
-  struct ifreq ifr = {};
-  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
-  if (ioctl(sock.get(), SIOCGIFFLAGS, &ifr) != 0) return Status::FromErrno("read loopback flags", errno);
-  ifr.ifr_flags |= IFF_UP;
-  if (ioctl(sock.get(), SIOCSIFFLAGS, &ifr) != 0) return Status::FromErrno("bring loopback up", errno);
-  return Status::Ok();
 }
 
 Status ApplyLandlock(const ChildSpec& spec, int* abi) {
@@ -55,6 +43,8 @@ Status ApplyLandlock(const ChildSpec& spec, int* abi) {
   WARDEN_RETURN_IF_ERROR(add("/dev", true));  // device nodes: write to null, full; dirs stay read-only mounts
   WARDEN_RETURN_IF_ERROR(add("/proc", true));  // /proc/self/* tunables; /proc/sys is a read-only mount
   for (const auto& p : spec.writable_inside) WARDEN_RETURN_IF_ERROR(add(p, true));
+  rules.restrict_net = spec.restrict_tcp;
+  rules.connect_tcp_ports = spec.tcp_ports;
   bool applied = false;
   WARDEN_RETURN_IF_ERROR(landlock::ApplyFromChild(rules, &applied));
   *abi = applied ? landlock::AbiVersion() : 0;
@@ -135,7 +125,8 @@ int ExecCommand(const ChildSpec& spec, char* const argv[], char* const envp[]) {
   if (!st.ok()) Fail(sync_fd, st.Wrap("build the sandbox root"));
   for (const auto& n : notes) sync::Send(sync_fd, sync::kNote, n);
   if (sethostname(spec.hostname.data(), spec.hostname.size()) != 0) Fail(sync_fd, Status::FromErrno("sethostname", errno));
-  st = LoopbackUp();
+  // A new network namespace starts with loopback down: bring it up (before seccomp).
+  st = net::LoopbackUp();
   if (!st.ok()) Fail(sync_fd, st);
   st = caps::DropAllFromChild();
   if (!st.ok()) Fail(sync_fd, st.Wrap("drop capabilities"));

@@ -23,6 +23,8 @@ struct ChildSpec {
   std::string workdir;
   std::vector<std::string> writable_inside;  // --rw inside paths (Landlock write rules)
   bool landlock = true;           // apply the Landlock ruleset
+  bool restrict_tcp = false;      // Landlock: TCP connect only to tcp_ports, no TCP bind
+  std::vector<uint16_t> tcp_ports;
   bool seccomp_notify = true;     // ask for a seccomp listener to report violations
   bool new_cgroup_ns = false;     // unshare the cgroup namespace after the parent moved us
   int sync_fd = -1;               // SOCK_SEQPACKET to the parent

@@ -95,9 +95,7 @@ Status Validate(const Options& o) {
   for (const auto& [name, value] : o.env) {
     if (name.empty() || name.find('=') != std::string::npos) return Status::Error("--env '" + name + "': invalid variable name");
   }
-  if (o.net == NetMode::kProxy) {
-    return Status::Error("--net proxy / --allow: network egress is not available in this build yet: use --net none");
-  }
+  if (o.net == NetMode::kNone && !o.allow.empty()) return Status::Error("--allow needs --net proxy (or no --net at all)");
   return Status::Ok();
 }
 

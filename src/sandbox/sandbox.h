@@ -3,6 +3,7 @@
 // section 4 and docs/sandbox.md.
 #pragma once
 
+#include "sandbox/net.h"
 #include "sandbox/options.h"
 #include "sandbox/result.h"
 
@@ -19,6 +20,8 @@ struct Io {
 // Runs options.argv in a fresh sandbox and waits for it and everything it started. Never throws.
 // A failure to build the sandbox is reported as reason kSetupError with exit_code 125 and an
 // error naming the step and the errno; nothing of the sandbox outlives this call.
-RunResult Run(const Options& options, const Io& io = {});
+// `network` (not owned) connects a `--net proxy` sandbox to the egress proxy; it is required
+// exactly when options.net is kProxy.
+RunResult Run(const Options& options, const Io& io = {}, NetworkProvider* network = nullptr);
 
 }  // namespace warden::sandbox

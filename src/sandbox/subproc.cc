@@ -176,7 +176,7 @@ struct Stream {
 
 class Supervisor {
  public:
-  Supervisor(const Options& o, const Io& io) : opt_(o), io_(io) {}
+  Supervisor(const Options& o, const Io& io, NetworkProvider* network) : opt_(o), io_(io), network_(network) {}
   RunResult Run();
 
  private:
@@ -192,6 +192,7 @@ class Supervisor {
 
   const Options& opt_;
   const Io& io_;
+  NetworkProvider* network_;
   RunResult result_;
   uint64_t start_ms_ = 0, end_ms_ = 0;
   std::optional<cgroup::Cgroup> cg_;
@@ -251,6 +252,14 @@ Status Supervisor::Prepare(contain::ChildSpec* spec) {
   }
   spec->workdir = !opt_.workdir.empty() ? opt_.workdir : (!spec->writable_inside.empty() ? spec->writable_inside[0] : "/tmp");
   spec->seccomp_notify = true;
+  if (opt_.net == NetMode::kProxy) {
+    if (network_ == nullptr) return Status::Error("--net proxy: no egress proxy is available to this caller");
+    for (const auto& [k, v] : network_->Environment()) {
+      if (!opt_.env.count(k)) spec->env.push_back(k + "=" + v);
+    }
+    spec->restrict_tcp = true;
+    spec->tcp_ports = network_->AllowedTcpPorts();
+  }
   return Status::Ok();
 }
 
@@ -301,6 +310,14 @@ Status Supervisor::Launch(contain::ChildSpec& spec) {
   start_ms_ = NowMs();
   Status st = user::InitNsFromParent(pid_, spec.ids);
   if (st.ok() && cg_) st = cg_->AddProcessFromParent(pid_);
+  if (st.ok() && network_ != nullptr && opt_.net == NetMode::kProxy) {
+    st = net::InNamespaceFromParent(pid_, [this]() -> Status {
+      WARDEN_RETURN_IF_ERROR(net::LoopbackUp());
+      return network_->SetUpInNamespace();
+    });
+    if (st.ok()) st = network_->Start();
+    if (!st.ok()) st = st.Wrap("set up the sandbox's network");
+  }
   if (st.ok()) st = sync::Send(sync_.get(), sync::kGo);
   if (!st.ok()) {
     syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
@@ -579,6 +596,7 @@ RunResult Supervisor::Run() {
     end_ms_ = NowMs();
   }
   RunResult r = Collect();
+  if (network_ != nullptr && opt_.net == NetMode::kProxy) network_->Finish(&r);
   sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
   if (cg_) cg_.reset();  // kills stragglers (none: the PID namespace is gone) and removes the dirs
   if (janitor_) janitor_->Finish();
@@ -587,8 +605,8 @@ RunResult Supervisor::Run() {
 
 }  // namespace
 
-RunResult Run(const Options& options, const Io& io) {
-  Supervisor s(options, io);
+RunResult Run(const Options& options, const Io& io, NetworkProvider* network) {
+  Supervisor s(options, io, network);
   return s.Run();
 }
 
