@@ -33,6 +33,7 @@ std::string ToJson(const RunResult& r) {
   for (const auto& x : r.violations) v.push_back({{"syscall", x.syscall}, {"errno", x.errno_returned}, {"pid", x.pid}});
   if (r.violations_dropped) j["violations_dropped"] = r.violations_dropped;
   j["egress"] = r.egress;
+  j["dns"] = r.dns;
   j["degraded"] = r.degraded;
   j["notes"] = r.notes;
   j["backend"] = r.backend;

@@ -39,6 +39,7 @@ struct RunResult {
   std::string cgroup;               // "v1", "v2" or "" (rlimits only)
   int landlock_abi = 0;             // 0 when not applied
   nlohmann::json egress = nlohmann::json::array();  // connection records from the egress proxy
+  nlohmann::json dns = nlohmann::json::array();     // queries the sandbox's DNS stub answered
 };
 
 // The JSON record as one line.
