@@ -73,9 +73,9 @@ void AddPrivilegedRefusals(std::vector<Refusal>& table) {
   // Large kernel attack surface with a long CVE record.
   AddAlways(table, EPERM, {"bpf", "perf_event_open", "fanotify_init"});
   // Replacing, stopping or extending the running kernel.
-  AddAlways(table, EPERM,
-            {"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-             "reboot"});
+  AddAlways(
+      table, EPERM,
+      {"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot"});
   // File handles bypass the mount view (the 2014 "shocker" container escape).
   AddAlways(table, EPERM, {"open_by_handle_at", "name_to_handle_at"});
   // The wall clock is not namespaced.
@@ -329,8 +329,8 @@ Result<int> LoadProgram(std::vector<sock_filter>& program, unsigned long flags) 
 // no longer interrupt the refused call, so it is answered once instead of restarting and being
 // reported twice. Older kernels reject the flag with EINVAL; the listener works without it.
 Result<UniqueFd> LoadWithListener(std::vector<sock_filter>& program) {
-  Result<int> fd = LoadProgram(program, SECCOMP_FILTER_FLAG_NEW_LISTENER |
-                                            SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV);
+  Result<int> fd = LoadProgram(
+      program, SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV);
   if (!fd.ok() && fd.status().err() == EINVAL) {
     fd = LoadProgram(program, SECCOMP_FILTER_FLAG_NEW_LISTENER);
   }
@@ -341,31 +341,29 @@ Result<UniqueFd> LoadWithListener(std::vector<sock_filter>& program) {
 // ---------------------------------------------------------------------------------------------
 // Answering notifications (supervisor side).
 
-// Blocks until a notification is pending. A blocking RECV would never return once the sandboxed
-// tree is gone, so poll first: the listener reports POLLHUP when no task uses the filter.
-Status WaitForNotification(int notify_fd) {
+// Whether a notification is pending, without waiting: the supervisor's epoll loop must never
+// block here. Polling first also tells "tree gone" (POLLHUP) apart from "this notification
+// vanished" (nothing pending), which a RECV would both report as ENOENT on current kernels.
+Result<bool> NotificationPending(int notify_fd) {
+  if (notify_fd < 0) return Status::FromErrno("seccomp listener", EBADF);  // poll() skips it
   pollfd pfd{notify_fd, POLLIN, 0};
-  for (;;) {
-    const int n = poll(&pfd, 1, -1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::FromErrno("poll(seccomp listener)", errno);
-    if (pfd.revents & POLLIN) return Status::Ok();
-    if (pfd.revents & POLLNVAL) return Status::FromErrno("poll(seccomp listener)", EBADF);
-    if (pfd.revents & POLLHUP) {
-      return Status::FromErrno("seccomp listener: every filtered task has exited", ESRCH);
-    }
-    return Status::FromErrno("poll(seccomp listener): unexpected events", EIO);
+  int n = 0;
+  do {
+    n = poll(&pfd, 1, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return Status::FromErrno("poll(seccomp listener)", errno);
+  if (pfd.revents & POLLIN) return true;
+  if (pfd.revents & POLLNVAL) return Status::FromErrno("poll(seccomp listener)", EBADF);
+  if (pfd.revents & POLLHUP) {
+    return Status::FromErrno("seccomp listener: every filtered task has exited", ESRCH);
   }
+  if (pfd.revents & POLLERR) return Status::FromErrno("poll(seccomp listener)", EIO);
+  return false;
 }
 
-Result<seccomp_notif> ReceiveNotification(int notify_fd) {
-  for (;;) {
-    WARDEN_RETURN_IF_ERROR(WaitForNotification(notify_fd));
-    seccomp_notif request{};  // the kernel insists on a zeroed buffer
-    if (ioctl(notify_fd, SECCOMP_IOCTL_NOTIF_RECV, &request) == 0) return request;
-    if (errno != EINTR) return Status::FromErrno("ioctl(SECCOMP_IOCTL_NOTIF_RECV)", errno);
-  }
-}
+// A notification that vanished: its thread died, or a signal interrupted the refused call (which
+// notifies again if it restarts). Nothing to record.
+Violation Vanished() { return Violation{}; }
 
 Violation Describe(const seccomp_notif& request) {
   Violation violation;
@@ -452,14 +450,21 @@ Status InstallFromChild(const FilterOptions& options, int* notify_fd) {
 }
 
 Result<Violation> AnswerOneFromParent(int notify_fd) {
-  Result<seccomp_notif> request = ReceiveNotification(notify_fd);
-  if (!request.ok()) return request.status();
-  Violation violation = Describe(*request);
+  Result<bool> pending = NotificationPending(notify_fd);
+  if (!pending.ok()) return pending.status();
+  if (!*pending) return Vanished();  // gone since the caller's epoll saw it
+  seccomp_notif request{};           // the kernel insists on a zeroed buffer
+  if (ioctl(notify_fd, SECCOMP_IOCTL_NOTIF_RECV, &request) != 0) {
+    // EINTR: a signal hit the supervisor; the fd stays readable and epoll reports it again.
+    if (errno == ENOENT || errno == EINTR) return Vanished();
+    return Status::FromErrno("ioctl(SECCOMP_IOCTL_NOTIF_RECV)", errno);
+  }
+  Violation violation = Describe(request);
   seccomp_notif_resp response{};
-  response.id = request->id;
+  response.id = request.id;
   response.error = -violation.errno_returned;
-  // ENOENT here: the caller was interrupted or died after we read the notification.
   if (ioctl(notify_fd, SECCOMP_IOCTL_NOTIF_SEND, &response) != 0) {
+    if (errno == ENOENT) return Vanished();  // died or interrupted after we read it
     return Status::FromErrno("ioctl(SECCOMP_IOCTL_NOTIF_SEND)", errno);
   }
   return violation;

@@ -41,20 +41,20 @@ struct Violation {
   int nr = 0;              // native syscall number
   int errno_returned = 0;  // what the sandboxed call got
   uint64_t args[6] = {};   // raw register values (pointers are not followed)
-  int pid = 0;             // thread id in the caller's pid namespace (0 if not visible there)
+  int pid = 0;             // thread id in the supervisor's pid namespace (0 if not visible)
 };
 
-// Runs in the supervisor. Waits until a notification is pending on notify_fd (returns at once
-// when the fd polls readable, as it does after epoll reported it), receives it, answers it with
-// the table's errno for that syscall and arguments, and returns what was refused. The call is
-// never let through (no SECCOMP_USER_NOTIF_FLAG_CONTINUE), so no argument can change under us.
+// Runs in the supervisor, when notify_fd polls readable (e.g. after epoll reported it); never
+// blocks. Receives one notification, answers it with the table's errno for that syscall and
+// arguments, and returns what was refused. The call is never let through (no
+// SECCOMP_USER_NOTIF_FLAG_CONTINUE), so no argument can change under us. One thread serves a
+// listener.
 //
-// One thread serves a listener. Errors, by err():
-//   ENOENT  the notification vanished before it was answered (its thread died or a signal
-//           interrupted the call, which then reports again if it restarts). Nothing to record:
-//           skip it and keep serving.
-//   ESRCH   every task using the filter has exited and been reaped: stop serving, close the fd.
-//   other   the fd is unusable (EBADF, EINVAL, ...): stop serving, close the fd.
+// A Violation with an empty `syscall` is a skipped record: the notification vanished before it
+// was answered (its thread died, or a signal interrupted the call, which notifies again if it
+// restarts; the kernel reports this as ENOENT). Keep serving.
+// Errors, by err(): ESRCH when every task using the filter has exited; anything else (EBADF,
+// ...) when the fd is unusable. Either way, stop serving and close the fd.
 Result<Violation> AnswerOneFromParent(int notify_fd);
 
 // ---- The refusal table: exposed for the tests, the docs check and `warden doctor`. ----

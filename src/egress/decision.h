@@ -1,0 +1,42 @@
+// The decision hook: how the rest of warden (the gateway's trifecta and approvals) gets a say in
+// every egress attempt before the allow-list does.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace warden::egress {
+
+enum class Protocol { kConnect, kHttp, kSocks5 };
+
+// "connect", "http", "socks5": the names records and JSON use.
+std::string_view ProtocolName(Protocol protocol);
+
+// One attempt to reach a destination, as the hook sees it.
+struct Attempt {
+  std::string host;  // normalised: lower case, no trailing dot; addresses canonical
+  uint16_t port = 0;
+  std::string session_id;  // ProxyOptions::session_id: which sandbox/session asks
+  Protocol protocol = Protocol::kConnect;
+};
+
+struct Decision {
+  enum class Kind { kAllow, kDeny, kDefer };
+  Kind kind = Kind::kDefer;
+  std::string reason;  // recorded, and sent to the client on deny
+
+  // Allows without consulting the allow-list. The address guard still applies.
+  static Decision Allow(std::string reason) { return {Kind::kAllow, std::move(reason)}; }
+  static Decision Deny(std::string reason) { return {Kind::kDeny, std::move(reason)}; }
+  // Leaves the decision to the allow-list (what happens when there is no hook).
+  static Decision Defer() { return {Kind::kDefer, {}}; }
+};
+
+// Called on the proxy's thread for every attempt whose host is a valid name or address, before
+// the allow-list. It must not block (it holds up every connection of the proxy). A hook that
+// throws denies the attempt ("decision hook failed: ...").
+using DecisionHook = std::function<Decision(const Attempt&)>;
+
+}  // namespace warden::egress
