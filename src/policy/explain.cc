@@ -1,0 +1,192 @@
+// What `warden policy check` prints: the policy as warden understood it, rules in the order they
+// are tried, so that a reader can predict every decision from this text alone.
+#include <sstream>
+
+#include "policy/policy.h"
+
+namespace warden::policy {
+namespace {
+
+std::string Join(const std::vector<std::string>& items, const char* separator = ", ") {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : separator) + item;
+  return out;
+}
+
+std::string Globs(const std::vector<Glob>& globs) {
+  std::vector<std::string> patterns;
+  for (const auto& g : globs) patterns.push_back(g.pattern());
+  return patterns.empty() ? "none" : Join(patterns);
+}
+
+std::string Bytes(uint64_t bytes) {
+  if (bytes == 0) return "unlimited";
+  if (bytes % (1ull << 30) == 0) return std::to_string(bytes >> 30) + "G";
+  if (bytes % (1ull << 20) == 0) return std::to_string(bytes >> 20) + "M";
+  if (bytes % (1ull << 10) == 0) return std::to_string(bytes >> 10) + "k";
+  return std::to_string(bytes);
+}
+
+std::string Millis(uint64_t ms) {
+  if (ms == 0) return "unlimited";
+  if (ms % 60000 == 0) return std::to_string(ms / 60000) + "m";
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
+// What a rule (or the default) gives, in one line.
+std::string Gives(const Policy& policy, Risk risk, std::optional<Effect> effect, Access access,
+                  LabelSet labels, const std::string& sandbox_profile) {
+  std::string out = std::string("risk ") + RiskName(risk) + ", ";
+  if (effect) {
+    out += EffectName(*effect);
+  } else {
+    out += std::string(EffectName(policy.defaults.effect_by_risk[static_cast<size_t>(risk)])) +
+           " (by risk)";
+  }
+  out += std::string(", access ") + AccessName(access);
+  if (labels) out += ", labels " + Join(LabelNames(labels));
+  if (!sandbox_profile.empty()) out += ", sandbox " + sandbox_profile;
+  return out;
+}
+
+// An earlier rule that matches every call `later` matches, as far as cheap checks tell.
+const Rule* ShadowedBy(const Policy& policy, size_t later_index) {
+  const RuleMatch& later = policy.rules[later_index].match;
+  auto covers = [](const std::string& earlier, const std::string& later_name) {
+    return earlier.empty() || earlier == later_name;
+  };
+  for (size_t i = 0; i < later_index; ++i) {
+    const RuleMatch& m = policy.rules[i].match;
+    if (m.args.empty() && later.tool.CoveredBy(m.tool) && later.server.CoveredBy(m.server) &&
+        covers(m.tenant, later.tenant) && covers(m.user, later.user) &&
+        covers(m.agent, later.agent) && covers(m.scope, later.scope)) {
+      return &policy.rules[i];
+    }
+  }
+  return nullptr;
+}
+
+void IdentitySummary(const Policy& policy, std::ostream& out) {
+  const auto& id = policy.identity;
+  if (id.tenants.empty()) {
+    out << "identity: single-user (no tenants declared: callers are not told apart)\n";
+  } else {
+    out << "identity:\n";
+    for (const auto& [tname, tenant] : id.tenants) {
+      out << "  tenant " << tname << "\n";
+      for (const auto& [uname, user] : tenant.users) {
+        out << "    user " << uname << (user.approver ? " (approver)" : "");
+        out << ": tools " << (user.tools ? Globs(*user.tools) : "any") << "\n";
+      }
+      for (const auto& [aname, agent] : tenant.agents) {
+        out << "    agent " << aname << " acts for " << agent.user;
+        if (!agent.profile.empty()) out << ", profile " << agent.profile;
+        out << ", " << agent.keys.size() << (agent.keys.size() == 1 ? " key" : " keys");
+        if (agent.tools) out << ", tools " << Globs(*agent.tools);
+        out << "\n";
+      }
+    }
+  }
+  if (id.jwt) {
+    out << "  jwt: issuer " << id.jwt->issuer << ", keys from " << id.jwt->jwks_file
+        << ", claims tenant=" << id.jwt->tenant_claim << " user=" << id.jwt->user_claim
+        << " agent=" << id.jwt->agent_claim << "\n";
+  }
+}
+
+void UpstreamSummary(const Policy& policy, std::ostream& out) {
+  if (policy.upstreams.empty()) return;
+  out << "upstreams:\n";
+  for (const auto& [name, up] : policy.upstreams) {
+    out << "  " << name << ": ";
+    if (!up.command.empty()) {
+      out << "stdio `" << Join(up.command, " ") << "` in sandbox "
+          << (up.sandbox_profile.empty() ? "(gateway default)" : up.sandbox_profile);
+      if (!up.sandbox_allow.empty()) out << " allowing " << Join(up.sandbox_allow);
+    } else {
+      out << "http " << up.url;
+    }
+    out << "; tools appear as " << (up.prefix.empty() ? "their own names" : up.prefix + "__*");
+    std::vector<std::string> creds;
+    for (const auto& [k, v] : up.credentials.env) creds.push_back("env " + k);
+    for (const auto& [k, v] : up.credentials.header) creds.push_back("header " + k);
+    if (!creds.empty()) out << "; credentials " << Join(creds) << " (stored, not injected yet)";
+    out << "\n";
+  }
+}
+
+void SandboxSummary(const Policy& policy, std::ostream& out) {
+  const auto& sb = policy.sandbox;
+  if (sb.profiles.empty()) return;
+  out << "sandbox profiles:\n";
+  for (const auto& [name, o] : sb.profiles) {
+    out << "  " << name << ": backend " << o.backend << ", memory " << Bytes(o.memory_bytes)
+        << ", pids " << (o.pids ? std::to_string(o.pids) : "unlimited") << ", timeout "
+        << Millis(o.timeout_ms) << ", net "
+        << (o.net == sandbox::NetMode::kProxy ? "proxy" : "none");
+    if (!o.allow.empty()) out << " allowing " << Join(o.allow);
+    size_t rw = 0;
+    for (const auto& b : o.binds) rw += b.writable ? 1 : 0;
+    if (!o.binds.empty()) out << ", binds " << o.binds.size() << " (" << rw << " writable)";
+    out << "\n";
+  }
+  if (sb.pool.size > 0) out << "  pool: " << sb.pool.size << " x " << sb.pool.profile << "\n";
+}
+
+void RuleSummary(const Policy& policy, std::ostream& out) {
+  out << "rules (tried in this order; the first whose match holds decides):\n";
+  for (size_t i = 0; i < policy.rules.size(); ++i) {
+    const Rule& r = policy.rules[i];
+    out << "  " << r.id << "  line " << r.line << "  " << r.match_text << "\n";
+    out << "      -> " << Gives(policy, r.risk, r.effect, r.access, r.labels, r.sandbox_profile);
+    if (r.undo) out << ", undo " << r.undo->tool << " " << r.undo->args.dump();
+    out << "\n";
+    if (const Rule* earlier = ShadowedBy(policy, i)) {
+      out << "      (never decides: " << earlier->id << " matches every call this one does)\n";
+    }
+  }
+  const UnknownToolDefault& u = policy.defaults.unknown_tool;
+  out << "  otherwise  defaults.unknown_tool\n";
+  out << "      -> " << Gives(policy, u.risk, u.effect, u.access, u.labels, "") << "\n";
+  const auto& e = policy.defaults.effect_by_risk;
+  out << "effect by risk: low " << EffectName(e[0]) << ", medium " << EffectName(e[1]) << ", high "
+      << EffectName(e[2]) << " (ask: approval required)\n";
+}
+
+}  // namespace
+
+std::string Explain(const Policy& policy) {
+  std::ostringstream out;
+  out << "policy " << policy.origin << " (version " << policy.version << ")\n";
+  out << "listen: " << policy.listen << "\n";
+  out << "storage: "
+      << (policy.storage.postgres.empty() ? "sqlite " + policy.storage.sqlite
+                                          : "postgres " + policy.storage.postgres)
+      << ", sync " << (policy.storage.sync_full ? "full" : "normal") << "\n";
+  IdentitySummary(policy, out);
+  UpstreamSummary(policy, out);
+  SandboxSummary(policy, out);
+  if (!policy.agent_profiles.empty()) {
+    out << "agent profiles:\n";
+    for (const auto& [name, p] : policy.agent_profiles) {
+      out << "  " << name << ": "
+          << (p.never ? "hides tools labelled " + Join(LabelNames(p.never), " or ")
+                      : "hides nothing")
+          << "\n";
+    }
+  }
+  if (!policy.scopes.empty()) {
+    out << "scopes (a session may narrow itself to one):\n";
+    for (const auto& [name, s] : policy.scopes) {
+      out << "  " << name << ": tools " << (s.tools ? Globs(*s.tools) : "any") << ", access "
+          << (s.access == Access::kRead ? "read only" : "read and write") << "\n";
+    }
+  }
+  out << "egress allow: " << (policy.egress_allow.empty() ? "nothing" : Join(policy.egress_allow))
+      << "\n";
+  RuleSummary(policy, out);
+  return out.str();
+}
+
+}  // namespace warden::policy

@@ -1,0 +1,621 @@
+// Loads the policy file: the top level, and every section but the rules (rules_loader.cc).
+// Sections are read in dependency order (profiles and scopes before the identities and rules that
+// name them) so that every reference is checked where it is written.
+#include "policy/loader.h"
+
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "policy/policy.h"
+#include "policy/rule_index.h"
+#include "sandbox/profile.h"
+
+namespace warden::policy {
+namespace {
+
+using internal::OneOf;
+using internal::YamlReader;
+
+// Sections of POLICY.md that later issues implement. Refused rather than ignored: a policy that
+// asks for approvals or trifecta protection must not run without them.
+struct DeferredSection {
+  const char* key;
+  const char* issue;
+};
+constexpr DeferredSection kDeferred[] = {
+    {"trifecta", "lethal trifecta: session labels and exfiltration checks"},
+    {"approvals", "approvals: pending calls, approvers, timeouts and notification"},
+    {"monitoring", "monitoring: metrics, anomaly detectors and automatic kill switches"},
+    {"credentials", "credentials: secret store, token minting and injection"},
+};
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-';
+}
+
+// Upstream names and prefixes become part of tool names (PREFIX__TOOL): keep them unambiguous.
+bool IsToolPrefix(const std::string& s) {
+  for (char c : s) {
+    if (!IsNameChar(c)) return false;
+  }
+  return s.find("__") == std::string::npos && !s.ends_with("_") && !s.starts_with("_");
+}
+
+bool IsKeyHash(const std::string& s) {
+  constexpr std::string_view kPrefix = "sha256:";
+  if (!s.starts_with(kPrefix) || s.size() != kPrefix.size() + 64) return false;
+  return s.find_first_not_of("0123456789abcdef", kPrefix.size()) == std::string::npos;
+}
+
+class Loader {
+ public:
+  explicit Loader(const std::string& origin) : r_(origin) { policy_.origin = origin; }
+
+  Result<Policy> Load(const std::string& text);
+
+ private:
+  Status Listen(const YAML::Node& node);
+  Status StorageSection(const YAML::Node& node);
+  Status AgentProfiles(const YAML::Node& node);
+  Status SandboxSection(const YAML::Node& node);
+  Status SandboxProfile(const std::string& name, const YAML::Node& key_node,
+                        const YAML::Node& node);
+  Status Scopes(const YAML::Node& node);
+  Status IdentitySection(const YAML::Node& node);
+  Status TenantSection(const std::string& name, const YAML::Node& node);
+  Status AgentEntry(const std::string& tenant, const std::string& name, const YAML::Node& key_node,
+                    const YAML::Node& node, Tenant* t);
+  Status Jwt(const YAML::Node& node);
+  Status Upstreams(const YAML::Node& node);
+  Status UpstreamEntry(const std::string& name, const YAML::Node& key_node, const YAML::Node& node);
+  Status Egress(const YAML::Node& node);
+  Status ProfileExists(const YAML::Node& at, const std::string& path,
+                       const std::string& name) const;
+
+  YamlReader r_;
+  Policy policy_;
+};
+
+Result<Policy> Loader::Load(const std::string& text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return r_.ErrorAtLine(e.mark.line + 1, "", "invalid YAML: " + e.msg);
+  }
+  if (!root.IsMap()) {
+    return r_.Error(root, "", "expected a mapping of sections starting with 'version: 1'");
+  }
+
+  // Deferred sections first, wherever they are: their message says more than "unknown key".
+  for (const auto& kv : root) {
+    for (const auto& d : kDeferred) {
+      if (kv.first.IsScalar() && kv.first.Scalar() == d.key) {
+        return r_.Error(kv.first, "",
+                        std::string(d.key) + " is not supported yet (issue: " + d.issue +
+                            "); remove the section for now");
+      }
+    }
+  }
+  // Then every key known and none twice; sections are read afterwards, in dependency order.
+  std::map<std::string, YAML::Node> sections;
+  WARDEN_RETURN_IF_ERROR(
+      r_.Fields(root, "",
+                {"version", "listen", "storage", "identity", "upstreams", "sandbox", "tools",
+                 "defaults", "agent_profiles", "scopes", "egress"},
+                [&](const std::string& key, const YAML::Node&, const YAML::Node& value) {
+                  sections.emplace(key, value);
+                  return Status::Ok();
+                }));
+
+  auto version = sections.find("version");
+  if (version == sections.end())
+    return r_.Error(root, "version", "missing: expected 'version: 1' at the top");
+  if (!version->second.IsScalar() || version->second.Scalar() != "1") {
+    return r_.Error(version->second, "version", "expected 1 (the only version so far)");
+  }
+
+  using SectionLoader = Status (Loader::*)(const YAML::Node&);
+  const std::pair<const char*, SectionLoader> ordered[] = {
+      {"listen", &Loader::Listen},
+      {"storage", &Loader::StorageSection},
+      {"agent_profiles", &Loader::AgentProfiles},
+      {"sandbox", &Loader::SandboxSection},
+      {"scopes", &Loader::Scopes},
+      {"identity", &Loader::IdentitySection},
+      {"upstreams", &Loader::Upstreams},
+      {"egress", &Loader::Egress},
+  };
+  for (const auto& [key, load] : ordered) {
+    auto it = sections.find(key);
+    if (it != sections.end()) WARDEN_RETURN_IF_ERROR((this->*load)(it->second));
+  }
+  if (auto it = sections.find("defaults"); it != sections.end()) {
+    WARDEN_RETURN_IF_ERROR(internal::LoadDefaults(r_, it->second, &policy_));
+  }
+  if (auto it = sections.find("tools"); it != sections.end()) {
+    WARDEN_RETURN_IF_ERROR(internal::LoadRules(r_, it->second, &policy_));
+  }
+  policy_.index = std::make_shared<const RuleIndex>(policy_.rules);
+  return std::move(policy_);
+}
+
+Status Loader::Listen(const YAML::Node& node) {
+  auto s = r_.NonEmptyString(node, "listen");
+  if (!s) return s.status();
+  const std::string expected =
+      "expected HOST:PORT (like 127.0.0.1:8787 or [::1]:8787), got '" + *s + "'";
+  size_t colon = s->rfind(':');
+  if (colon == std::string::npos || colon == 0) return r_.Error(node, "listen", expected);
+  std::string host = s->substr(0, colon), port = s->substr(colon + 1);
+  if (host.front() == '[' ? host.back() != ']' : host.find(':') != std::string::npos) {
+    return r_.Error(node, "listen", expected);
+  }
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) < 1 ||
+      std::stoi(port) > 65535) {
+    return r_.Error(node, "listen", expected);
+  }
+  policy_.listen = *s;
+  return Status::Ok();
+}
+
+Status Loader::StorageSection(const YAML::Node& node) {
+  bool has_sqlite = false, has_postgres = false;
+  Status st = r_.Fields(
+      node, "storage", {"sqlite", "sync", "postgres"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        auto s = r_.NonEmptyString(value, "storage." + key);
+        if (!s) return s.status();
+        if (key == "sqlite") {
+          policy_.storage.sqlite = *s;
+          has_sqlite = true;
+        } else if (key == "postgres") {
+          if (!s->starts_with("postgresql://") && !s->starts_with("postgres://")) {
+            return r_.Error(value, "storage.postgres", "expected a postgresql:// URL");
+          }
+          policy_.storage.postgres = *s;
+          has_postgres = true;
+        } else if (*s == "normal" || *s == "full") {
+          policy_.storage.sync_full = *s == "full";
+        } else {
+          return r_.Error(value, "storage.sync", "expected normal or full, got '" + *s + "'");
+        }
+        return Status::Ok();
+      });
+  WARDEN_RETURN_IF_ERROR(st);
+  if (has_sqlite && has_postgres)
+    return r_.Error(node, "storage", "expected either sqlite or postgres, not both");
+  if (has_postgres) policy_.storage.sqlite.clear();
+  return Status::Ok();
+}
+
+Status Loader::AgentProfiles(const YAML::Node& node) {
+  return r_.Entries(
+      node, "agent_profiles",
+      [&](const std::string& name, const YAML::Node&, const YAML::Node& value) {
+        const std::string path = "agent_profiles." + name;
+        AgentProfile profile;
+        WARDEN_RETURN_IF_ERROR(
+            r_.Fields(value, path, {"never"},
+                      [&](const std::string&, const YAML::Node&, const YAML::Node& v) -> Status {
+                        auto labels = internal::LoadLabels(r_, v, path + ".never");
+                        if (!labels) return labels.status();
+                        profile.never = *labels;
+                        return Status::Ok();
+                      }));
+        policy_.agent_profiles[name] = profile;
+        return Status::Ok();
+      });
+}
+
+Status Loader::SandboxSection(const YAML::Node& node) {
+  std::optional<YAML::Node> pool;  // read after the profiles it names
+  WARDEN_RETURN_IF_ERROR(r_.Fields(
+      node, "sandbox", {"profiles", "pool"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) {
+        if (key == "pool") {
+          pool = value;
+          return Status::Ok();
+        }
+        return r_.Entries(
+            value, "sandbox.profiles",
+            [&](const std::string& name, const YAML::Node& key_node, const YAML::Node& profile) {
+              return SandboxProfile(name, key_node, profile);
+            });
+      }));
+  if (!pool) return Status::Ok();
+  return r_.Fields(
+      *pool, "sandbox.pool", {"size", "profile"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        if (key == "size") {
+          auto n = r_.Count(value, "sandbox.pool.size");
+          if (!n) return n.status();
+          policy_.sandbox.pool.size = static_cast<uint32_t>(*n);
+          return Status::Ok();
+        }
+        auto name = r_.NonEmptyString(value, "sandbox.pool.profile");
+        if (!name) return name.status();
+        WARDEN_RETURN_IF_ERROR(ProfileExists(value, "sandbox.pool.profile", *name));
+        policy_.sandbox.pool.profile = *name;
+        return Status::Ok();
+      });
+}
+
+// A profile is parsed by the sandbox's own profile schema (sandbox/profile.h), one key at a time,
+// each re-emitted on its original line so that the sandbox's errors point into this file.
+Status Loader::SandboxProfile(const std::string& name, const YAML::Node& key_node,
+                              const YAML::Node& node) {
+  const std::string path = "sandbox.profiles." + name;
+  if (!node.IsMap() && !node.IsNull())
+    return r_.Error(node, path, "expected a mapping of sandbox options");
+  sandbox::Options options;
+  options.protect = sandbox::DefaultProtectedPaths();
+  std::set<std::string> seen;
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      if (!kv.first.IsScalar()) return r_.Error(kv.first, path, "expected an option name");
+      if (!seen.insert(kv.first.Scalar()).second)
+        return r_.Error(kv.first, path + "." + kv.first.Scalar(), "given twice");
+      YAML::Emitter one;
+      one << YAML::Flow << YAML::BeginMap << YAML::Key << kv.first << YAML::Value << kv.second
+          << YAML::EndMap;
+      int line = YamlReader::Line(kv.first);
+      std::string text(line > 1 ? line - 1 : 0, '\n');
+      text += one.c_str();
+      Status st = sandbox::LoadProfileText(text, r_.origin(), &options);
+      if (!st.ok()) {
+        // "FILE:LINE: message" -> "FILE:LINE: sandbox.profiles.NAME: message"
+        std::string message = st.message();
+        size_t after = message.find(": ", r_.origin().size());
+        if (message.starts_with(r_.origin() + ":") && after != std::string::npos) {
+          message.insert(after + 2, path + ": ");
+        }
+        return Status::Error(message);
+      }
+    }
+  }
+  // The sandbox's own checks, as `warden run` makes them; the backend's availability is
+  // checked when a sandbox starts (it depends on the build and the machine).
+  sandbox::Options check = options;
+  check.argv = {"/bin/true"};
+  check.backend = "native";
+  Status valid = sandbox::Validate(check);
+  if (!valid.ok()) return r_.Error(key_node, path, valid.message());
+  policy_.sandbox.profiles[name] = std::move(options);
+  return Status::Ok();
+}
+
+Status Loader::ProfileExists(const YAML::Node& at, const std::string& path,
+                             const std::string& name) const {
+  if (policy_.sandbox.profiles.contains(name)) return Status::Ok();
+  return r_.Error(at, path,
+                  "expected the name of a profile under sandbox.profiles, got '" + name + "'");
+}
+
+Status Loader::Scopes(const YAML::Node& node) {
+  return r_.Entries(
+      node, "scopes", [&](const std::string& name, const YAML::Node&, const YAML::Node& value) {
+        const std::string path = "scopes." + name;
+        Scope scope;
+        WARDEN_RETURN_IF_ERROR(r_.Fields(
+            value, path, {"tools", "access"},
+            [&](const std::string& key, const YAML::Node&, const YAML::Node& v) -> Status {
+              if (key == "tools") {
+                auto globs = r_.Globs(v, path + ".tools");
+                if (!globs) return globs.status();
+                scope.tools = std::move(*globs);
+                return Status::Ok();
+              }
+              auto s = r_.String(v, path + ".access");
+              if (!s) return s.status();
+              auto access = ParseAccess(*s);
+              if (!access) {
+                return r_.Error(v, path + ".access", "expected read or write, got '" + *s + "'");
+              }
+              scope.access = *access;
+              return Status::Ok();
+            }));
+        policy_.scopes[name] = std::move(scope);
+        return Status::Ok();
+      });
+}
+
+Status Loader::IdentitySection(const YAML::Node& node) {
+  return r_.Fields(
+      node, "identity", {"tenants", "jwt"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        if (key == "jwt") return Jwt(value);
+        return r_.Entries(value, "identity.tenants",
+                          [&](const std::string& name, const YAML::Node&,
+                              const YAML::Node& tenant) { return TenantSection(name, tenant); });
+      });
+}
+
+Status Loader::TenantSection(const std::string& name, const YAML::Node& node) {
+  const std::string path = "identity.tenants." + name;
+  Tenant tenant;
+  std::optional<YAML::Node> agents;
+  WARDEN_RETURN_IF_ERROR(r_.Fields(
+      node, path, {"users", "agents"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) {
+        if (key == "agents") {  // after the users they name
+          agents = value;
+          return Status::Ok();
+        }
+        return r_.Entries(
+            value, path + ".users",
+            [&](const std::string& user, const YAML::Node&, const YAML::Node& v) {
+              const std::string upath = path + ".users." + user;
+              User u;
+              WARDEN_RETURN_IF_ERROR(r_.Fields(
+                  v, upath, {"approver", "tools"},
+                  [&](const std::string& k, const YAML::Node&, const YAML::Node& f) -> Status {
+                    if (k == "approver") {
+                      auto b = r_.Bool(f, upath + ".approver");
+                      if (!b) return b.status();
+                      u.approver = *b;
+                      return Status::Ok();
+                    }
+                    auto globs = r_.Globs(f, upath + ".tools");
+                    if (!globs) return globs.status();
+                    u.tools = std::move(*globs);
+                    return Status::Ok();
+                  }));
+              tenant.users[user] = std::move(u);
+              return Status::Ok();
+            });
+      }));
+  if (agents) {
+    WARDEN_RETURN_IF_ERROR(
+        r_.Entries(*agents, path + ".agents",
+                   [&](const std::string& agent, const YAML::Node& key_node, const YAML::Node& v) {
+                     return AgentEntry(name, agent, key_node, v, &tenant);
+                   }));
+  }
+  policy_.identity.tenants[name] = std::move(tenant);
+  return Status::Ok();
+}
+
+Status Loader::AgentEntry(const std::string& tenant, const std::string& name,
+                          const YAML::Node& key_node, const YAML::Node& node, Tenant* t) {
+  const std::string path = "identity.tenants." + tenant + ".agents." + name;
+  Agent agent;
+  WARDEN_RETURN_IF_ERROR(r_.Fields(
+      node, path, {"user", "keys", "profile", "tools"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        const std::string kpath = path + "." + key;
+        if (key == "user") {
+          auto user = r_.NonEmptyString(value, kpath);
+          if (!user) return user.status();
+          if (!t->users.contains(*user)) {
+            return r_.Error(value, kpath,
+                            "expected a user of tenant '" + tenant + "', got '" + *user + "'");
+          }
+          agent.user = *user;
+        } else if (key == "keys") {
+          auto keys = r_.NonEmptyStrings(value, kpath);
+          if (!keys) return keys.status();
+          for (size_t i = 0; i < keys->size(); ++i) {
+            const std::string& k = (*keys)[i];
+            const std::string ipath = kpath + "[" + std::to_string(i) + "]";
+            if (!IsKeyHash(k)) {
+              return r_.Error(value[i], ipath,
+                              "expected 'sha256:' and 64 lower-case hex digits (the key's hash, "
+                              "never the key)");
+            }
+            auto [it, inserted] = policy_.identity.keys.emplace(k, KeyOwner{tenant, name});
+            if (!inserted) {
+              return r_.Error(value[i], ipath,
+                              "this key already belongs to agent '" + it->second.agent +
+                                  "' of tenant '" + it->second.tenant +
+                                  "': a key must identify one agent");
+            }
+          }
+          agent.keys = std::move(*keys);
+        } else if (key == "profile") {
+          auto profile = r_.NonEmptyString(value, kpath);
+          if (!profile) return profile.status();
+          if (!policy_.agent_profiles.contains(*profile)) {
+            return r_.Error(
+                value, kpath,
+                "expected the name of an entry under agent_profiles, got '" + *profile + "'");
+          }
+          agent.profile = *profile;
+        } else {
+          auto globs = r_.Globs(value, kpath);
+          if (!globs) return globs.status();
+          agent.tools = std::move(*globs);
+        }
+        return Status::Ok();
+      }));
+  if (agent.user.empty())
+    return r_.Error(key_node, path, "missing 'user': expected the user this agent acts for");
+  t->agents[name] = std::move(agent);
+  return Status::Ok();
+}
+
+Status Loader::Jwt(const YAML::Node& node) {
+  JwtConfig jwt;
+  WARDEN_RETURN_IF_ERROR(r_.Fields(
+      node, "identity.jwt", {"issuer", "jwks_file", "claims"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        const std::string path = "identity.jwt." + key;
+        if (key == "claims") {
+          return r_.Fields(
+              value, path, {"tenant", "user", "agent"},
+              [&](const std::string& claim, const YAML::Node&, const YAML::Node& v) -> Status {
+                auto s = r_.NonEmptyString(v, path + "." + claim);
+                if (!s) return s.status();
+                (claim == "tenant" ? jwt.tenant_claim
+                 : claim == "user" ? jwt.user_claim
+                                   : jwt.agent_claim) = *s;
+                return Status::Ok();
+              });
+        }
+        auto s = r_.NonEmptyString(value, path);
+        if (!s) return s.status();
+        if (key == "issuer") {
+          jwt.issuer = *s;
+        } else {
+          jwt.jwks_file = *s;
+        }
+        return Status::Ok();
+      }));
+  if (jwt.issuer.empty())
+    return r_.Error(node, "identity.jwt", "missing 'issuer': expected the tokens' iss value");
+  if (jwt.jwks_file.empty()) {
+    return r_.Error(node, "identity.jwt",
+                    "missing 'jwks_file': expected the file holding the signing keys");
+  }
+  policy_.identity.jwt = std::move(jwt);
+  return Status::Ok();
+}
+
+Status Loader::Upstreams(const YAML::Node& node) {
+  WARDEN_RETURN_IF_ERROR(
+      r_.Entries(node, "upstreams",
+                 [&](const std::string& name, const YAML::Node& key_node, const YAML::Node& value) {
+                   return UpstreamEntry(name, key_node, value);
+                 }));
+  // Prefixes must not collide with each other or shadow the built-in tools.
+  std::map<std::string, std::string> owner = {{"sandbox", "the built-in sandbox__exec"},
+                                              {"web", "the built-in web__fetch"}};
+  if (!node.IsMap()) return Status::Ok();
+  for (const auto& kv : node) {
+    const std::string& name = kv.first.Scalar();
+    const std::string& prefix = policy_.upstreams[name].prefix;
+    if (prefix.empty()) continue;
+    auto [it, inserted] = owner.emplace(prefix, "upstream '" + name + "'");
+    if (!inserted) {
+      return r_.Error(kv.first, "upstreams." + name + ".prefix",
+                      "prefix '" + prefix + "' is already used by " + it->second +
+                          ": expected a prefix of its own");
+    }
+  }
+  return Status::Ok();
+}
+
+Status Loader::UpstreamEntry(const std::string& name, const YAML::Node& key_node,
+                             const YAML::Node& node) {
+  const std::string path = "upstreams." + name;
+  if (!IsToolPrefix(name)) {
+    return r_.Error(
+        key_node, path,
+        "expected a name of letters, digits, '-' and single '_' (it becomes NAME__TOOL)");
+  }
+  if (name == "sandbox" || name == "web")
+    return r_.Error(key_node, path, "the name '" + name + "' belongs to a built-in");
+  Upstream up;
+  up.prefix = name;
+  std::optional<YAML::Node> sandbox_node;
+  WARDEN_RETURN_IF_ERROR(r_.Fields(
+      node, path, {"command", "url", "prefix", "sandbox", "credentials"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        const std::string kpath = path + "." + key;
+        if (key == "command") {
+          auto argv = r_.NonEmptyStrings(value, kpath);
+          if (!argv) return argv.status();
+          if (argv->empty())
+            return r_.Error(value, kpath,
+                            "expected the program and its arguments, got an empty list");
+          up.command = std::move(*argv);
+        } else if (key == "url") {
+          auto url = r_.NonEmptyString(value, kpath);
+          if (!url) return url.status();
+          if (!url->starts_with("http://") && !url->starts_with("https://")) {
+            return r_.Error(value, kpath,
+                            "expected an http:// or https:// URL, got '" + *url + "'");
+          }
+          up.url = *url;
+        } else if (key == "prefix") {
+          auto prefix = r_.String(value, kpath);
+          if (!prefix) return prefix.status();
+          if (!prefix->empty() && !IsToolPrefix(*prefix)) {
+            return r_.Error(
+                value, kpath,
+                "expected \"\" or letters, digits, '-' and single '_', got '" + *prefix + "'");
+          }
+          up.prefix = *prefix;
+        } else if (key == "sandbox") {
+          sandbox_node = value;
+          return r_.Fields(
+              value, kpath, {"profile", "allow"},
+              [&](const std::string& k, const YAML::Node&, const YAML::Node& v) -> Status {
+                if (k == "allow") {
+                  auto allow = r_.NonEmptyStrings(v, kpath + ".allow");
+                  if (!allow) return allow.status();
+                  up.sandbox_allow = std::move(*allow);
+                  return Status::Ok();
+                }
+                auto profile = r_.NonEmptyString(v, kpath + ".profile");
+                if (!profile) return profile.status();
+                WARDEN_RETURN_IF_ERROR(ProfileExists(v, kpath + ".profile", *profile));
+                up.sandbox_profile = *profile;
+                return Status::Ok();
+              });
+        } else {
+          return r_.Fields(value, kpath, {"env", "header"},
+                           [&](const std::string& k, const YAML::Node&, const YAML::Node& v) {
+                             auto& target = k == "env" ? up.credentials.env : up.credentials.header;
+                             return r_.Entries(v, kpath + "." + k,
+                                               [&](const std::string& var, const YAML::Node&,
+                                                   const YAML::Node& ref) -> Status {
+                                                 auto s = r_.NonEmptyString(
+                                                     ref, kpath + "." + k + "." + var);
+                                                 if (!s) return s.status();
+                                                 target[var] = *s;
+                                                 return Status::Ok();
+                                               });
+                           });
+        }
+        return Status::Ok();
+      }));
+  if (up.command.empty() == up.url.empty()) {
+    return r_.Error(key_node, path,
+                    "expected exactly one of 'command' (stdio) or 'url' (Streamable HTTP)");
+  }
+  if (!up.url.empty() && sandbox_node) {
+    return r_.Error(*sandbox_node, path + ".sandbox",
+                    "only a 'command' upstream runs in a sandbox: remove it or use 'command'");
+  }
+  policy_.upstreams[name] = std::move(up);
+  return Status::Ok();
+}
+
+// Entries are checked as non-empty strings only here; the egress library validates their form.
+Status Loader::Egress(const YAML::Node& node) {
+  return r_.Fields(node, "egress", {"allow"},
+                   [&](const std::string&, const YAML::Node&, const YAML::Node& value) -> Status {
+                     auto allow = r_.NonEmptyStrings(value, "egress.allow");
+                     if (!allow) return allow.status();
+                     policy_.egress_allow = std::move(*allow);
+                     return Status::Ok();
+                   });
+}
+
+}  // namespace
+
+Result<Policy> LoadPolicyText(const std::string& yaml, const std::string& origin) {
+  try {
+    return Loader(origin).Load(yaml);
+  } catch (const YAML::Exception& e) {  // yaml-cpp throws on some malformed accesses
+    return Status::Error(origin + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  } catch (const std::exception& e) {  // never let a throw escape: the policy is refused
+    return Status::Error(origin + ": cannot load the policy: " + e.what());
+  }
+}
+
+Result<Policy> LoadPolicyFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::FromErrno("cannot read policy file " + path, errno);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return Status::FromErrno("cannot read policy file " + path, errno);
+  return LoadPolicyText(buffer.str(), path);
+}
+
+}  // namespace warden::policy

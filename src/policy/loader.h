@@ -1,0 +1,24 @@
+// The policy loader's sections, shared between loader.cc (the file, identity, upstreams, sandbox,
+// scopes, egress) and rules_loader.cc (tools and defaults). Internal: use policy.h.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+
+#include "common/status.h"
+#include "policy/model.h"
+#include "policy/yaml_reader.h"
+
+namespace warden::policy::internal {
+
+// Parses `defaults:` into policy->defaults.
+Status LoadDefaults(const YamlReader& reader, const YAML::Node& node, Policy* policy);
+// Parses `tools:` into policy->rules. Needs identity, scopes and sandbox profiles loaded first:
+// rules may only name ones that exist.
+Status LoadRules(const YamlReader& reader, const YAML::Node& node, Policy* policy);
+// Parses a `labels:` / `never:` list.
+Result<LabelSet> LoadLabels(const YamlReader& reader, const YAML::Node& node,
+                            const std::string& path);
+
+}  // namespace warden::policy::internal

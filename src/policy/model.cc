@@ -1,0 +1,66 @@
+#include "policy/model.h"
+
+namespace warden::policy {
+
+const char* EffectName(Effect effect) {
+  switch (effect) {
+    case Effect::kAllow:
+      return "allow";
+    case Effect::kAsk:
+      return "ask";
+    case Effect::kDeny:
+      return "deny";
+  }
+  return "deny";
+}
+
+const char* RiskName(Risk risk) {
+  switch (risk) {
+    case Risk::kLow:
+      return "low";
+    case Risk::kMedium:
+      return "medium";
+    case Risk::kHigh:
+      return "high";
+  }
+  return "high";
+}
+
+const char* AccessName(Access access) { return access == Access::kRead ? "read" : "write"; }
+
+std::optional<Effect> ParseEffect(std::string_view text) {
+  if (text == "allow") return Effect::kAllow;
+  if (text == "ask") return Effect::kAsk;
+  if (text == "deny") return Effect::kDeny;
+  return std::nullopt;
+}
+
+std::optional<Risk> ParseRisk(std::string_view text) {
+  if (text == "low") return Risk::kLow;
+  if (text == "medium") return Risk::kMedium;
+  if (text == "high") return Risk::kHigh;
+  return std::nullopt;
+}
+
+std::optional<Access> ParseAccess(std::string_view text) {
+  if (text == "read") return Access::kRead;
+  if (text == "write") return Access::kWrite;
+  return std::nullopt;
+}
+
+std::optional<Label> ParseLabel(std::string_view text) {
+  if (text == "untrusted_output") return kUntrustedOutput;
+  if (text == "private_output") return kPrivateOutput;
+  if (text == "external_send") return kExternalSend;
+  return std::nullopt;
+}
+
+std::vector<std::string> LabelNames(LabelSet labels) {
+  std::vector<std::string> out;
+  if (labels & kUntrustedOutput) out.emplace_back("untrusted_output");
+  if (labels & kPrivateOutput) out.emplace_back("private_output");
+  if (labels & kExternalSend) out.emplace_back("external_send");
+  return out;
+}
+
+}  // namespace warden::policy

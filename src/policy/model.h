@@ -1,0 +1,186 @@
+// What a policy file says, after the loader has checked it (schema: docs/policy.md). Plain data:
+// the loader fills it, the decision functions read it, nothing changes it afterwards.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/arg_predicate.h"
+#include "policy/glob.h"
+#include "sandbox/options.h"
+
+namespace warden::policy {
+
+enum class Effect { kAllow, kAsk, kDeny };
+enum class Risk { kLow, kMedium, kHigh };
+enum class Access { kRead, kWrite };
+
+// Labels as a bit set: what a tool's result or action may carry into a session.
+enum Label : uint8_t {
+  kUntrustedOutput = 1 << 0,  // its result may hold text an attacker wrote
+  kPrivateOutput = 1 << 1,    // its result may hold the user's private data
+  kExternalSend = 1 << 2,     // it can move data out (mail, HTTP, sandbox egress)
+};
+using LabelSet = uint8_t;
+
+const char* EffectName(Effect effect);  // "allow", "ask", "deny"
+const char* RiskName(Risk risk);        // "low", "medium", "high"
+const char* AccessName(Access access);  // "read", "write"
+std::optional<Effect> ParseEffect(std::string_view text);
+std::optional<Risk> ParseRisk(std::string_view text);
+std::optional<Access> ParseAccess(std::string_view text);
+std::optional<Label> ParseLabel(std::string_view text);
+// The names of the labels in `labels`, in a fixed order (untrusted, private, external_send).
+std::vector<std::string> LabelNames(LabelSet labels);
+
+// ---- identity ----
+struct User {
+  bool approver = false;  // may approve calls, for this tenant only
+  std::optional<std::vector<Glob>>
+      tools;  // when set, the only tools the user (and their agents) may use
+};
+
+struct Agent {
+  std::string user;                        // acts as this user: never more than the user may do
+  std::vector<std::string> keys;           // "sha256:<64 hex>" hashes of API keys
+  std::string profile;                     // agent_profiles entry, or empty
+  std::optional<std::vector<Glob>> tools;  // narrows the user's tools further when set
+};
+
+struct Tenant {
+  std::map<std::string, User, std::less<>> users;
+  std::map<std::string, Agent, std::less<>> agents;
+};
+
+struct JwtConfig {
+  std::string issuer;     // expected `iss`
+  std::string jwks_file;  // the signing keys, as given (relative to the working directory)
+  std::string tenant_claim = "tenant";
+  std::string user_claim = "sub";
+  std::string agent_claim = "azp";
+};
+
+struct KeyOwner {
+  std::string tenant, agent;
+};
+
+struct Identity {
+  std::map<std::string, Tenant, std::less<>>
+      tenants;  // empty: single-user mode (no identity checks)
+  std::optional<JwtConfig> jwt;
+  std::map<std::string, KeyOwner, std::less<>>
+      keys;  // "sha256:<hex>" -> its agent; built by the loader
+};
+
+// ---- upstreams ----
+// Stored as written; injecting them is the credentials issue's work.
+struct UpstreamCredentials {
+  std::map<std::string, std::string> env;     // variable -> reference ("secret:NAME")
+  std::map<std::string, std::string> header;  // header -> template ("Bearer {token:NAME}")
+};
+
+struct Upstream {
+  std::vector<std::string> command;        // stdio: argv, spawned in a sandbox
+  std::string url;                         // or Streamable HTTP
+  std::string prefix;                      // tools appear as PREFIX__TOOL; "" for none
+  std::string sandbox_profile;             // sandbox.profiles entry; empty: the gateway's default
+  std::vector<std::string> sandbox_allow;  // egress allow entries for this upstream's sandbox
+  UpstreamCredentials credentials;
+};
+
+// ---- sandbox ----
+struct SandboxPool {
+  uint32_t size = 0;
+  std::string profile;  // sandbox.profiles entry
+};
+
+struct SandboxSection {
+  std::map<std::string, sandbox::Options, std::less<>> profiles;
+  SandboxPool pool;
+};
+
+// ---- rules ----
+struct RuleMatch {
+  Glob tool;                               // full exposed name (mail__send_email)
+  Glob server;                             // upstream name (or built-in: sandbox, web)
+  std::string tenant, user, agent, scope;  // exact names; empty matches any
+  std::vector<ArgCondition> args;          // all must hold
+};
+
+struct Undo {
+  std::string tool;
+  nlohmann::json args;  // as written; "$result/..." references are the gateway's
+};
+
+struct Rule {
+  RuleMatch match;
+  Risk risk = Risk::kHigh;       // when not given
+  std::optional<Effect> effect;  // when not given: defaults.effect_by_risk[risk]
+  Access access =
+      Access::kWrite;  // when not given: write (a read scope admits only declared reads)
+  LabelSet labels = 0;
+  std::string sandbox_profile;  // sandbox.profiles entry, or empty
+  std::optional<Undo> undo;
+
+  std::string id;          // "tools[3]" (0-based position in the file)
+  std::string match_text;  // the match, as one line of YAML
+  std::string text;        // id + " " + match_text: what Decision::rule says
+  int line = 0;            // where the rule starts in the file
+};
+
+struct UnknownToolDefault {
+  Risk risk = Risk::kMedium;
+  std::optional<Effect> effect;
+  Access access = Access::kWrite;
+  LabelSet labels = kUntrustedOutput | kExternalSend;
+};
+
+struct Defaults {
+  // Indexed by Risk.
+  std::array<Effect, 3> effect_by_risk = {Effect::kAllow, Effect::kAllow, Effect::kAsk};
+  UnknownToolDefault unknown_tool;
+};
+
+struct AgentProfile {
+  LabelSet never = 0;  // tools that may carry any of these are hidden
+};
+
+struct Scope {
+  std::optional<std::vector<Glob>> tools;  // when set, only these tools
+  Access access = Access::kWrite;          // read: only tools whose rule says access: read
+};
+
+struct Storage {
+  std::string sqlite = "./var/warden/warden.db";
+  std::string postgres;    // set instead of sqlite for a fleet
+  bool sync_full = false;  // storage.sync: full
+};
+
+class RuleIndex;
+
+struct Policy {
+  std::string origin;  // the file (or name) it was loaded from
+  int version = 1;
+  std::string listen = "127.0.0.1:8787";
+  Storage storage;
+  Identity identity;
+  std::map<std::string, Upstream, std::less<>> upstreams;
+  SandboxSection sandbox;
+  std::vector<Rule> rules;  // in file order: the first match decides
+  Defaults defaults;
+  std::map<std::string, AgentProfile, std::less<>> agent_profiles;
+  std::map<std::string, Scope, std::less<>> scopes;
+  std::vector<std::string> egress_allow;
+
+  // Built by the loader from `rules` (reset it after editing `rules`); when null, decisions
+  // scan every rule in order.
+  std::shared_ptr<const RuleIndex> index;
+};
+
+}  // namespace warden::policy
