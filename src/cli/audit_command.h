@@ -1,0 +1,40 @@
+// `warden audit verify|tail|query|export`: reads the audit log that `warden serve` writes.
+// Exit status: 0 done (verify: the chain is intact); 1 verify found a bad entry; 2 warden
+// could not do it (no database, bad option value, unreadable store).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <iostream>
+#include <string>
+
+namespace warden::cli {
+
+class AuditCommand {
+ public:
+  // Adds the `audit` subcommand and its four subcommands to `app`. Output goes to `out`,
+  // messages about failures to `err` (tests pass string streams).
+  explicit AuditCommand(CLI::App& app, std::ostream& out = std::cout,
+                        std::ostream& err = std::cerr);
+  bool parsed() const { return sub_->parsed(); }
+  // Runs the parsed subcommand; returns the exit status above.
+  int Execute();
+
+ private:
+  void AddCommonOptions(CLI::App* sub, bool filters);
+  int Verify();
+  int List(bool tail);
+  int Export();
+
+  CLI::App* sub_;
+  CLI::App *verify_, *tail_, *query_, *export_;
+  std::ostream& out_;
+  std::ostream& err_;
+  std::string db_;
+  bool json_ = false, newest_ = false;
+  size_t count_ = 20, limit_ = 0;
+  std::string format_ = "jsonl";
+  std::string since_, until_, tenant_, user_, agent_, session_, tool_, decision_, kind_;
+};
+
+}  // namespace warden::cli
