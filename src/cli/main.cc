@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/policy_command.h"
 #include "cli/run_command.h"
 
 int main(int argc, char** argv) {
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "warden 0.1.0");
   app.require_subcommand(1);
   warden::cli::RunCommand run(app);
+  warden::cli::PolicyCommand policy(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -21,5 +23,6 @@ int main(int argc, char** argv) {
     return 125;
   }
   if (run.parsed()) return run.Execute();
+  if (policy.parsed()) return policy.Execute();
   return 125;
 }

@@ -3,6 +3,9 @@
 #include <cstdio>
 #include <fstream>
 
+#include <sys/resource.h>
+
+#include "egress/sandbox_network.h"
 #include "sandbox/profile.h"
 #include "sandbox/sandbox.h"
 
@@ -102,7 +105,19 @@ int RunCommand::Execute() {
   }
   o.argv = command_;
 
-  sandbox::RunResult r = sandbox::Run(o);
+  std::unique_ptr<egress::SandboxNetwork> network;
+  if (o.net == sandbox::NetMode::kProxy) {
+    auto created = egress::SandboxNetwork::Create(o.allow, o.resolve);
+    if (!created) return Fail(created.status().message());
+    network = std::move(*created);
+    // A busy tunnel holds two sockets and two pipes in this process.
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &rl);
+    }
+  }
+  sandbox::RunResult r = sandbox::Run(o, {}, network.get());
   if (r.reason == sandbox::Reason::kSetupError) std::fprintf(stderr, "warden: %s\n", r.error.c_str());
   else if (!r.error.empty()) std::fprintf(stderr, "warden: %s\n", r.error.c_str());
   if (!json_.empty()) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <set>
+
 #include "harness.h"
 
 namespace warden::testing {
@@ -17,58 +19,67 @@ std::vector<std::string> CgroupsOf(pid_t warden) {
   return mine;
 }
 
-std::vector<std::string> TmpEntries() {
-  std::vector<std::string> names;
+std::set<std::string> TmpEntries() {
+  std::set<std::string> names;
   DIR* d = opendir("/tmp");
-  while (struct dirent* e = readdir(d)) {
-    std::string n = e->d_name;
-    // warden itself never creates host temp files; other test binaries running at the same time
-    // (ctest -j) make their own fixtures, named warden-test-* or warden-egress-*.
-    if (n.find("warden") != std::string::npos && n.find("warden-test") == std::string::npos &&
-        n.find("warden-egress") == std::string::npos) {
-      names.push_back(n);
-    }
-  }
+  while (struct dirent* e = readdir(d)) names.insert(e->d_name);
   closedir(d);
   return names;
 }
 
+// Entries that appeared in /tmp since `before`. warden itself never creates host temp files;
+// other test binaries running at the same time (ctest -j) make fixtures named warden-test-* or
+// warden-egress-*, which are not the sandbox's.
+std::vector<std::string> NewTmpEntries(const std::set<std::string>& before) {
+  std::vector<std::string> added;
+  for (const auto& n : TmpEntries()) {
+    if (before.count(n) || n.rfind("warden-test", 0) == 0 || n.rfind("warden-egress", 0) == 0) continue;
+    added.push_back(n);
+  }
+  return added;
+}
+
 // `marker` must appear only in the sandboxed processes' command lines, not in warden's own
 // arguments (the scripts below build it from a variable for that reason).
-void ExpectNothingLeft(const Outcome& r, const std::string& marker, int mounts_before) {
+void ExpectNothingLeft(const Outcome& r, const std::string& marker, int mounts_before,
+                       const std::set<std::string>& tmp_before) {
   // After a SIGKILL of warden the kernel tears the PID namespace down and the janitor removes
   // the cgroups: allow that a moment, but no more than two seconds.
   for (int i = 0; i < 20 && (!CgroupsOf(r.pid).empty() || !PidsWithCmdline(marker).empty()); ++i) usleep(100 * 1000);
   EXPECT_TRUE(PidsWithCmdline(marker).empty()) << "a sandbox process survived";
   EXPECT_TRUE(CgroupsOf(r.pid).empty()) << CgroupsOf(r.pid)[0];
   EXPECT_EQ(MountCount(), mounts_before);
-  EXPECT_TRUE(TmpEntries().empty()) << TmpEntries()[0];
+  auto added = NewTmpEntries(tmp_before);
+  EXPECT_TRUE(added.empty()) << added[0];
 }
 
 TEST(Leftovers, NoneAfterNormalExitWithDaemon) {
   int mounts = MountCount();
+  auto tmp = TmpEntries();
   auto r = RunSh("s=777; (setsid sleep $s.1 &); sleep $s.2 & echo started", {"--memory", "256M", "--pids", "64"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "started\n");
-  ExpectNothingLeft(r, "sleep 777.", mounts);
+  ExpectNothingLeft(r, "sleep 777.", mounts, tmp);
 }
 
 TEST(Leftovers, NoneAfterTimeout) {
   int mounts = MountCount();
+  auto tmp = TmpEntries();
   auto r = RunSh("s=778; (setsid sleep $s.1 &); sleep $s.2", {"--memory", "256M", "--timeout", "300ms"});
   EXPECT_EQ(r.exit_code, 124);
-  ExpectNothingLeft(r, "sleep 778.", mounts);
+  ExpectNothingLeft(r, "sleep 778.", mounts, tmp);
 }
 
 TEST(Leftovers, NoneAfterWardenIsKilled) {
   int mounts = MountCount();
+  auto tmp = TmpEntries();
   Invocation inv;
   inv.json = false;
   inv.args = {"run", "--memory", "256M", "--pids", "64", "--", "sh", "-c", "s=779; (setsid sleep $s.1 &); sleep $s.2"};
   inv.kill_after_ms = 500;
   auto r = RunWarden(inv);
   EXPECT_EQ(r.exit_code, 128 + 9);
-  ExpectNothingLeft(r, "sleep 779.", mounts);
+  ExpectNothingLeft(r, "sleep 779.", mounts, tmp);
 }
 
 }  // namespace

@@ -1,0 +1,244 @@
+// Network egress from `warden run --net proxy --allow ...`: real clients (curl, Python's urllib)
+// inside the sandbox, real servers on the host's loopback started by the tests, and the attacks:
+// denied hosts, skipping the proxy, private and metadata addresses in every spelling, UDP out.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "harness.h"
+
+namespace warden::testing {
+namespace {
+
+// A minimal HTTP/1.1 server on 127.0.0.1 that answers every request with `body` and counts them.
+class HttpServer {
+ public:
+  explicit HttpServer(std::string body) : body_(std::move(body)) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    listen(fd_, 16);
+    socklen_t len = sizeof(a);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~HttpServer() {
+    stop_ = true;
+    shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    close(fd_);
+  }
+  int port() const { return port_; }
+  int requests() const { return requests_; }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      pollfd p = {fd_, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      std::string req;
+      char buf[4096];
+      while (req.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = recv(c, buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        req.append(buf, static_cast<size_t>(n));
+      }
+      if (!req.empty()) {
+        ++requests_;
+        std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body_.size()) +
+                           "\r\nConnection: close\r\n\r\n" + body_;
+        send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
+      }
+      close(c);
+    }
+  }
+  std::string body_;
+  int fd_ = -1, port_ = 0;
+  std::atomic<int> requests_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+std::vector<std::string> AllowLocal(const std::string& host, int port) {
+  return {"--allow", host + ":" + std::to_string(port), "--resolve", host + "=127.0.0.1"};
+}
+
+TEST(Egress, AllowedHostOverPlainHttpWithCurlAndPython) {
+  HttpServer server("hello-from-host");
+  std::string url = "http://allowed.test:" + std::to_string(server.port()) + "/";
+  auto r = RunSh("curl -sS " + url + "; echo; python3 -c \"import urllib.request; print(urllib.request.urlopen('" + url +
+                     "').read().decode())\"",
+                 AllowLocal("allowed.test", server.port()));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "hello-from-host\nhello-from-host\n");
+  EXPECT_EQ(server.requests(), 2);
+  ASSERT_EQ(r.record["egress"].size(), 2u) << r.record.dump();
+  const auto& rec = r.record["egress"][0];
+  EXPECT_EQ(rec["allowed"], true);
+  EXPECT_EQ(rec["host"], "allowed.test");
+  EXPECT_EQ(rec["port"], server.port());
+  EXPECT_EQ(rec["resolved_address"], "127.0.0.1");
+  EXPECT_GT(rec["bytes_up"].get<int>(), 0);
+  EXPECT_GT(rec["bytes_down"].get<int>(), 0);
+}
+
+TEST(Egress, AllowedHostOverConnectTls) {
+  TempDir dir;
+  std::string gen = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=allowed.test -keyout " + dir.path() +
+                    "/key.pem -out " + dir.path() + "/cert.pem >/dev/null 2>&1";
+  ASSERT_EQ(system(gen.c_str()), 0);
+  int port = 0;
+  {  // a free port for s_server
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    socklen_t len = sizeof(a);
+    getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    close(s);
+  }
+  pid_t server = fork();
+  if (server == 0) {
+    freopen("/dev/null", "w", stdout);
+    freopen("/dev/null", "w", stderr);
+    execlp("openssl", "openssl", "s_server", "-quiet", "-www", "-accept", ("127.0.0.1:" + std::to_string(port)).c_str(),
+           "-cert", (dir.path() + "/cert.pem").c_str(), "-key", (dir.path() + "/key.pem").c_str(), nullptr);
+    _exit(127);
+  }
+  usleep(500 * 1000);
+  auto r = RunSh("curl -sS -k https://allowed.test:" + std::to_string(port) + "/ | head -c 200",
+                 {"--allow", "allowed.test:" + std::to_string(port), "--resolve", "allowed.test=127.0.0.1"});
+  kill(server, SIGTERM);
+  waitpid(server, nullptr, 0);
+  EXPECT_NE(r.out.find("s_server"), std::string::npos) << r.out << r.err;  // the -www status page
+  ASSERT_GE(r.record["egress"].size(), 1u);
+  EXPECT_EQ(r.record["egress"][0]["protocol"], "connect");
+  EXPECT_EQ(r.record["egress"][0]["allowed"], true);
+}
+
+TEST(Egress, Socks5ClientsGoThroughTheSameRules) {
+  HttpServer server("via-socks");
+  auto r = RunSh("curl -sS --socks5-hostname 127.0.0.1:3128 http://allowed.test:" + std::to_string(server.port()) +
+                     "/; echo; curl -sS --socks5-hostname 127.0.0.1:3128 http://evil.test/ 2>&1",
+                 AllowLocal("allowed.test", server.port()));
+  EXPECT_NE(r.out.find("via-socks\n"), std::string::npos) << r.out;
+  // curl reports the SOCKS5 reply code: 2, "connection not allowed by ruleset".
+  EXPECT_NE(r.out.find("Can't complete SOCKS5 connection to evil.test. (2)"), std::string::npos) << r.out;
+  EXPECT_EQ(server.requests(), 1);
+}
+
+TEST(Egress, DeniedHostGets403NamingTheRule) {
+  HttpServer server("should-not-see");
+  auto r = RunSh("curl -sS -w '%{http_code}' http://evil.test:" + std::to_string(server.port()) + "/",
+                 AllowLocal("allowed.test", server.port()));
+  EXPECT_NE(r.out.find("evil.test is not on the allow-list"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("403"), std::string::npos) << r.out;
+  EXPECT_EQ(server.requests(), 0);
+  ASSERT_EQ(r.record["egress"].size(), 1u);
+  EXPECT_EQ(r.record["egress"][0]["allowed"], false);
+}
+
+TEST(Egress, DirectConnectionsThatSkipTheProxyFail) {
+  HttpServer server("direct");
+  std::string port = std::to_string(server.port());
+  auto r = RunSh("curl -sS -m 3 --noproxy '*' http://allowed.test:" + port + "/ 2>&1; echo rc=$?; "
+                 "curl -sS -m 3 --noproxy '*' http://127.0.0.1:" + port + "/ 2>&1; echo rc=$?; "
+                 "curl -sS -m 3 --noproxy '*' http://1.1.1.1/ 2>&1; echo rc=$?",
+                 AllowLocal("allowed.test", server.port()));
+  EXPECT_EQ(r.out.find("direct"), std::string::npos) << r.out;
+  EXPECT_EQ(server.requests(), 0);
+  EXPECT_NE(r.out.find("rc=6"), std::string::npos) << "names resolve nowhere without the proxy:\n" << r.out;
+  EXPECT_NE(r.out.find("rc=7"), std::string::npos) << r.out;
+}
+
+TEST(Egress, PrivateAndMetadataAddressesAreRefusedInEverySpelling) {
+  HttpServer server("internal");
+  std::string port = std::to_string(server.port());
+  // Even an allow entry for "localhost" does not open loopback: the address guard refuses it.
+  std::string script = "for h in localhost 127.0.0.1 169.254.169.254 10.0.0.1 '[::1]' '[::ffff:127.0.0.1]' 0.0.0.0 "
+                       "2130706433 0x7f000001 0177.0.0.1 127.1; do curl -sS -o /dev/null -w \"$h %{http_code}\\n\" "
+                       "http://$h:" + port + "/; done";
+  auto r = RunSh(script, {"--allow", "localhost:" + port});
+  EXPECT_EQ(server.requests(), 0) << r.out;
+  for (const char* h : {"localhost", "127.0.0.1", "169.254.169.254", "10.0.0.1", "[::1]", "[::ffff:127.0.0.1]", "0.0.0.0",
+                        "2130706433", "0x7f000001", "0177.0.0.1", "127.1"}) {
+    EXPECT_NE(r.out.find(std::string(h) + " 403"), std::string::npos) << h << "\n" << r.out;
+  }
+  bool loopback_reason = false;
+  for (const auto& rec : r.record["egress"]) {
+    if (rec["host"] == "localhost") loopback_reason = rec["rule_or_reason"].get<std::string>().find("loopback") != std::string::npos;
+  }
+  EXPECT_TRUE(loopback_reason) << r.record["egress"].dump();
+}
+
+TEST(Egress, WildcardAllowsSubdomainsOnly) {
+  HttpServer server("sub");
+  std::string port = std::to_string(server.port());
+  auto r = RunSh("for h in a.example.test example.test evilexample.test; do curl -sS -o /dev/null -w \"$h %{http_code}\\n\" "
+                 "http://$h:" + port + "/; done",
+                 {"--allow", "*.example.test:" + port, "--resolve", "a.example.test=127.0.0.1", "--resolve",
+                  "example.test=127.0.0.1", "--resolve", "evilexample.test=127.0.0.1"});
+  EXPECT_NE(r.out.find("a.example.test 200"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nexample.test 403"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("evilexample.test 403"), std::string::npos) << r.out;
+  EXPECT_EQ(server.requests(), 1);
+}
+
+TEST(Egress, UdpAndDnsOutOfTheSandboxFail) {
+  // A UDP listener on the host's loopback that must receive nothing.
+  int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(u, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(u, reinterpret_cast<sockaddr*>(&a), &len);
+  std::string port = std::to_string(ntohs(a.sin_port));
+  auto r = RunWarden({{"run", "--allow", "allowed.test", "--", "python3", "-c",
+                       "import socket\n"
+                       "s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                       "for dst in [('127.0.0.1', " + port + "), ('8.8.8.8', 53)]:\n"
+                       "  try:\n    s.sendto(b'leak', dst); print('sent', dst[0])\n  except OSError as e: print('refused', dst[0], e.errno)\n"
+                       "try:\n  print(socket.gethostbyname('evil.test'))\nexcept OSError as e: print('dns', type(e).__name__)\n"}});
+  pollfd p = {u, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 300), 0) << "a datagram from the sandbox reached the host";
+  close(u);
+  EXPECT_NE(r.out.find("refused 8.8.8.8 101"), std::string::npos) << r.out << r.err;  // ENETUNREACH
+  EXPECT_NE(r.out.find("dns gaierror"), std::string::npos) << r.out;
+  bool queried = false;
+  for (const auto& q : r.record["dns"]) queried |= q.dump().find("evil.test") != std::string::npos;
+  EXPECT_TRUE(queried) << r.record["dns"].dump();
+}
+
+TEST(Egress, BadAllowEntriesAre125NamingTheEntry) {
+  for (const char* bad : {"*", "*.com", "http://example.com/", "exa mple.com", "example.com:99999"}) {
+    auto r = RunWarden({{"run", "--allow", bad, "--", "true"}});
+    EXPECT_EQ(r.exit_code, 125) << bad;
+    EXPECT_NE(r.err.find(bad), std::string::npos) << bad << ": " << r.err;
+  }
+}
+
+TEST(Egress, NoNetworkByDefault) {
+  auto r = RunSh("curl -sS -m 3 http://example.com/ 2>&1; echo rc=$?; env | grep -ci proxy");
+  EXPECT_NE(r.out.find("rc=6"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n0\n"), std::string::npos) << r.out;
+  EXPECT_TRUE(r.record["egress"].empty());
+}
+
+}  // namespace
+}  // namespace warden::testing
