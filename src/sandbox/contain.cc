@@ -18,6 +18,7 @@
 #include "sandbox/landlock.h"
 #include "sandbox/net.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/seccomp_programs.h"
 #include "sandbox/sync.h"
 
 namespace warden::sandbox::contain {
@@ -140,6 +141,8 @@ int ExecCommand(const ChildSpec& spec, char* const argv[], char* const envp[]) {
   int notify_fd = -1;
   seccomp::FilterOptions filter;
   filter.report_violations = spec.seccomp_notify;
+  filter.notify_program = seccomp::PrecompiledProgram(true);
+  filter.errno_program = seccomp::PrecompiledProgram(false);
   st = seccomp::InstallFromChild(filter, &notify_fd);
   if (!st.ok()) Fail(sync_fd, st.Wrap("seccomp"));
   if (notify_fd >= 0) {

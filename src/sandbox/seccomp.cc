@@ -433,7 +433,8 @@ Status InstallFromChild(const FilterOptions& options, int* notify_fd) {
     return Status::FromErrno("seccomp: prctl(PR_SET_NO_NEW_PRIVS)", errno);
   }
   if (options.report_violations) {
-    Result<std::vector<sock_filter>> program = CompileFilter(Delivery::kNotify);
+    Result<std::vector<sock_filter>> program =
+        options.notify_program.empty() ? CompileFilter(Delivery::kNotify) : options.notify_program;
     if (!program.ok()) return program.status().Wrap("seccomp (notify)");
     Result<UniqueFd> listener = LoadWithListener(*program);
     if (listener.ok()) {
@@ -444,9 +445,14 @@ Status InstallFromChild(const FilterOptions& options, int* notify_fd) {
     // Refuse the same calls in-kernel instead.
     if (listener.status().err() != EBUSY) return listener.status().Wrap("seccomp (notify)");
   }
-  Result<std::vector<sock_filter>> program = CompileFilter(Delivery::kErrno);
+  Result<std::vector<sock_filter>> program =
+      options.errno_program.empty() ? CompileFilter(Delivery::kErrno) : options.errno_program;
   if (!program.ok()) return program.status().Wrap("seccomp");
   return LoadProgram(*program, 0).status().Wrap("seccomp");
+}
+
+Result<std::vector<sock_filter>> CompileProgram(bool notify) {
+  return CompileFilter(notify ? Delivery::kNotify : Delivery::kErrno);
 }
 
 Result<Violation> AnswerOneFromParent(int notify_fd) {

@@ -1031,3 +1031,30 @@ TEST(RefusalTableTest, DocsNameEveryRefusedSyscall) {
 
 }  // namespace
 }  // namespace warden::sandbox::seccomp
+
+// The programs warden loads were compiled at build time; they must be exactly what the refusal
+// table compiles to now, or the table and the running filter have drifted apart.
+#include "sandbox/seccomp_programs.h"
+
+namespace warden::sandbox::seccomp {
+namespace {
+
+bool SameProgram(const std::vector<sock_filter>& a, const std::vector<sock_filter>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].code != b[i].code || a[i].jt != b[i].jt || a[i].jf != b[i].jf || a[i].k != b[i].k) return false;
+  }
+  return true;
+}
+
+TEST(PrecompiledPrograms, EqualWhatTheTableCompilesTo) {
+  for (bool notify : {true, false}) {
+    auto fresh = CompileProgram(notify);
+    ASSERT_TRUE(fresh.ok()) << fresh.status().message();
+    EXPECT_GT(fresh->size(), 10u);
+    EXPECT_TRUE(SameProgram(PrecompiledProgram(notify), *fresh)) << "notify=" << notify;
+  }
+}
+
+}  // namespace
+}  // namespace warden::sandbox::seccomp
