@@ -73,37 +73,50 @@ std::string Which(const char* name) {
   return "";
 }
 
-// Proportional set size of `pid` and its descendants, in KiB.
-long PssKiB(pid_t pid) {
-  long total = 0;
-  std::ifstream rollup("/proc/" + std::to_string(pid) + "/smaps_rollup");
-  std::string line;
-  while (std::getline(rollup, line)) {
-    if (line.rfind("Pss:", 0) == 0) total += std::atol(line.c_str() + 4);
-  }
-  std::ifstream children("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
-  pid_t child;
-  while (children >> child) total += PssKiB(child);
-  return total;
+struct Memory {
+  long pss_kib = 0;
+  long private_kib = 0;  // Private_Clean + Private_Dirty
+};
+
+std::string Comm(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
 }
 
-// Pss of a launcher holding a `sleep` command: the launcher's processes minus the sleep itself.
-long LauncherPss(const Launcher& l) {
-  std::vector<std::string> argv = l.prefix;
-  argv.insert(argv.end(), {"/bin/sleep", "1"});
-  pid_t pid = Spawn(argv);
-  usleep(400 * 1000);
-  long all = PssKiB(pid);
-  // The sleep: the deepest descendant.
-  pid_t cur = pid, next;
-  for (;;) {
-    std::ifstream c("/proc/" + std::to_string(cur) + "/task/" + std::to_string(cur) + "/children");
-    if (!(c >> next)) break;
-    cur = next;
+// Memory of `pid` and its descendants, except the command itself (the `sleep` leaf).
+void Accumulate(pid_t pid, Memory* m, bool is_child) {
+  std::ifstream children("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<pid_t> kids;
+  pid_t child;
+  while (children >> child) kids.push_back(child);
+  bool is_command = is_child && kids.empty() && Comm(pid) == "sleep";
+  if (!is_command) {
+    std::ifstream rollup("/proc/" + std::to_string(pid) + "/smaps_rollup");
+    std::string line;
+    while (std::getline(rollup, line)) {
+      if (line.rfind("Pss:", 0) == 0) m->pss_kib += std::atol(line.c_str() + 4);
+      if (line.rfind("Private_", 0) == 0) m->private_kib += std::atol(line.c_str() + line.find(':') + 1);
+    }
   }
-  long sleep_pss = cur != pid ? PssKiB(cur) : 0;
-  waitpid(pid, nullptr, 0);
-  return all - sleep_pss;
+  for (pid_t k : kids) Accumulate(k, m, true);
+}
+
+// What a launcher costs per sandbox with `n` sandboxes running at once (each holding a `sleep`):
+// shared pages of the launcher's binary count once across all of them, as on a busy host.
+Memory LauncherMemory(const Launcher& l, int n) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; ++i) {
+    std::vector<std::string> argv = l.prefix;
+    argv.insert(argv.end(), {"/bin/sleep", "1"});
+    pids.push_back(Spawn(argv));
+  }
+  usleep(500 * 1000);
+  Memory total;
+  for (pid_t p : pids) Accumulate(p, &total, false);
+  for (pid_t p : pids) waitpid(p, nullptr, 0);
+  return {total.pss_kib / n, total.private_kib / n};
 }
 
 }  // namespace
@@ -170,10 +183,13 @@ int main(int argc, char** argv) {
     if (failures) std::printf("(%d runs failed)\n", failures);
     std::printf("\n");
   }
-  std::printf("memory held by the launcher per sandbox (Pss, KiB, excluding the command):\n");
+  const int concurrent = 8;
+  std::printf("memory per sandbox with %d running at once (launcher processes only, not the command):\n", concurrent);
+  std::printf("  %-16s %10s %12s\n", "", "Pss KiB", "private KiB");
   for (const auto& l : launchers) {
     if (l.name == "bare") continue;
-    std::printf("  %-16s %6ld KiB\n", l.name.c_str(), LauncherPss(l));
+    Memory m = LauncherMemory(l, concurrent);
+    std::printf("  %-16s %10ld %12ld\n", l.name.c_str(), m.pss_kib, m.private_kib);
   }
   return 0;
 }
