@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
-# Runs warden's benchmarks. usage: bench/run.sh [BUILD_DIR] [ROUNDS]
+# Runs warden's benchmarks (figures and how to read them: bench/README.md).
+# usage: bench/run.sh [BUILD_DIR] [ROUNDS]
 set -euo pipefail
 BUILD=${1:-build}
 ROUNDS=${2:-200}
-cmake --build "$BUILD" --target startup_bench >/dev/null
+cmake --build "$BUILD" --target startup_bench policy_bench audit_bench >/dev/null
+echo "== sandbox start-up: warden run against bare exec, unshare and bubblewrap =="
 "$BUILD/bench/startup_bench" "$ROUNDS"
+echo
+echo "== policy decisions with 1,000 rules =="
+"$BUILD/bench/policy_bench" --benchmark_min_time=0.5
+echo
+echo "== audit appends (on /var/tmp: /tmp may be tmpfs, where fsync is free) =="
+WARDEN_BENCH_DIR=/var/tmp "$BUILD/bench/audit_bench"

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/audit_command.h"
 #include "cli/policy_command.h"
 #include "cli/run_command.h"
 
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   warden::cli::RunCommand run(app);
   warden::cli::PolicyCommand policy(app);
+  warden::cli::AuditCommand audit(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -24,5 +26,6 @@ int main(int argc, char** argv) {
   }
   if (run.parsed()) return run.Execute();
   if (policy.parsed()) return policy.Execute();
+  if (audit.parsed()) return audit.Execute();
   return 125;
 }
