@@ -4,9 +4,12 @@
 set -euo pipefail
 BUILD=${1:-build}
 ROUNDS=${2:-200}
-cmake --build "$BUILD" --target startup_bench policy_bench audit_bench >/dev/null
+cmake --build "$BUILD" --target startup_bench egress_bench policy_bench audit_bench >/dev/null
 echo "== sandbox start-up: warden run against bare exec, unshare and bubblewrap =="
 "$BUILD/bench/startup_bench" "$ROUNDS"
+echo
+echo "== egress proxy: throughput and added latency against direct =="
+"$BUILD/bench/egress_bench"
 echo
 echo "== policy decisions with 1,000 rules =="
 "$BUILD/bench/policy_bench" --benchmark_min_time=0.5
