@@ -206,6 +206,7 @@ class Supervisor {
   pid_t pid_ = -1;
   bool exited_ = false;
   std::optional<Reason> killed_for_;
+  int host_signal_ = 0;  // a signal warden itself received (SIGINT, SIGTERM, ...)
   std::optional<int> wait_status_;
   std::optional<int> exec_errno_;
   std::string setup_error_;
@@ -502,7 +503,9 @@ void Supervisor::Loop() {
         if (cg_->ReadUsage().cpu_ns / 1000000 >= opt_.cpu_ms) Kill(Reason::kCpu);
       } else if (sigfd_.valid() && fd == sigfd_.get()) {
         struct signalfd_siginfo si;
-        (void)!read(sigfd_.get(), &si, sizeof(si));
+        if (read(sigfd_.get(), &si, sizeof(si)) == sizeof(si) && host_signal_ == 0) {
+          host_signal_ = static_cast<int>(si.ssi_signo);
+        }
         Kill(Reason::kSignaled);
       }
       if (limit_hit) Kill(Reason::kOutputLimit);
@@ -551,6 +554,14 @@ RunResult Supervisor::Collect() {
     r.reason = *killed_for_;
     r.signal = SIGKILL;
     r.exit_code = r.reason == Reason::kTimeout ? 124 : 128 + SIGKILL;
+    return r;
+  }
+  if (host_signal_ != 0 && !wait_status_) {
+    // Interrupted from outside: report it the way a shell would report the command's death.
+    r.reason = Reason::kSignaled;
+    r.signal = host_signal_;
+    r.exit_code = 128 + host_signal_;
+    r.error = std::string("warden received ") + sigabbrev_np(host_signal_) + ": the sandbox was killed";
     return r;
   }
   if (!wait_status_) {

@@ -1,10 +1,12 @@
 // The `warden run` contract: exit statuses, stdin/stdout pass-through, binds, the JSON record,
 // and the errors a user gets for bad input (exit 125, one line naming what was wrong).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <thread>
 
 #include "harness.h"
 
@@ -147,6 +149,43 @@ TEST(RunContract, BadProfileIs125NamingFileAndLine) {
   auto r = RunWarden({{"run", "--profile", profile, "--", "true"}});
   EXPECT_EQ(r.exit_code, 125);
   EXPECT_NE(r.err.find(profile + ":2: unknown key 'memroy'"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace warden::testing
+
+namespace warden::testing {
+namespace {
+
+TEST(RunContract, InterruptingWardenKillsTheSandboxAndReportsTheSignal) {
+  // SIGTERM to warden itself (a user's Ctrl-C is SIGINT, the same path): the sandbox dies with it
+  // and warden exits as a shell would report the signal.
+  Invocation inv;
+  inv.args = {"run", "--", "sh", "-c", "s=4242; sleep $s.5"};
+  const pid_t me = getpid();
+  std::thread killer([me] {
+    for (int i = 0; i < 50; ++i) {
+      usleep(100 * 1000);
+      // warden is this test's child; its clone (the sandbox's init) has the same command line.
+      for (pid_t p : PidsWithCmdline("sleep $s.5")) {
+        std::ifstream stat("/proc/" + std::to_string(p) + "/stat");
+        std::string pid, comm, state;
+        pid_t ppid = 0;
+        stat >> pid >> comm >> state >> ppid;
+        if (ppid == me) {
+          kill(p, SIGTERM);
+          return;
+        }
+      }
+    }
+  });
+  auto r = RunWarden(inv);
+  killer.join();
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  EXPECT_EQ(r.record["reason"], "signaled");
+  EXPECT_EQ(r.record["signal"], SIGTERM);
+  EXPECT_NE(r.err.find("warden received TERM"), std::string::npos) << r.err;
+  EXPECT_TRUE(PidsWithCmdline("sleep 4242.5").empty());
 }
 
 }  // namespace
