@@ -233,6 +233,20 @@ TEST(Egress, BadAllowEntriesAre125NamingTheEntry) {
   }
 }
 
+TEST(Egress, LandlockLimitsTcpToTheProxyPort) {
+  // Second layer under the namespace: with --net proxy, TCP connects go to the proxy's port only
+  // and TCP binds are refused, so nothing inside can set up its own way around the proxy.
+  auto r = RunWarden({{"run", "--allow", "allowed.test", "--", "python3", "-c",
+                       "import socket\n"
+                       "s=socket.socket()\n"
+                       "try:\n  s.bind(('127.0.0.1', 8000)); print('bound')\nexcept OSError as e: print('bind', e.errno)\n"
+                       "c=socket.socket()\n"
+                       "try:\n  c.connect(('127.0.0.1', 53)); print('connected')\nexcept OSError as e: print('connect', e.errno)\n"
+                       "p=socket.socket()\np.connect(('127.0.0.1', 3128)); print('proxy ok')\n"}});
+  EXPECT_EQ(r.out, "bind 13\nconnect 13\nproxy ok\n") << r.err;  // EACCES from Landlock
+  EXPECT_GE(r.record["landlock_abi"].get<int>(), 4);
+}
+
 TEST(Egress, NoNetworkByDefault) {
   auto r = RunSh("curl -sS -m 3 http://example.com/ 2>&1; echo rc=$?; env | grep -ci proxy");
   EXPECT_NE(r.out.find("rc=6"), std::string::npos) << r.out;
