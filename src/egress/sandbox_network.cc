@@ -1,8 +1,17 @@
 #include "egress/sandbox_network.h"
 
+#include <mutex>
+
 #include "sandbox/result.h"
 
 namespace warden::egress {
+
+struct EventLog {
+  static constexpr size_t kMax = 50;
+  std::mutex mu;
+  std::vector<std::string> lines;
+  uint64_t dropped = 0;
+};
 
 Result<std::unique_ptr<SandboxNetwork>> SandboxNetwork::Create(const std::vector<std::string>& allow,
                                                                const std::map<std::string, std::string>& resolve,
@@ -16,7 +25,15 @@ Result<std::unique_ptr<SandboxNetwork>> SandboxNetwork::Create(const std::vector
   options.resolve = std::move(*map);
   options.hook = std::move(hook);
   options.session_id = std::move(session_id);
-  return std::unique_ptr<SandboxNetwork>(new SandboxNetwork(std::move(options)));
+  auto events = std::make_shared<EventLog>();
+  options.log = [events](std::string_view line) {
+    std::lock_guard<std::mutex> lock(events->mu);
+    if (events->lines.size() < EventLog::kMax) events->lines.emplace_back(line);
+    else ++events->dropped;
+  };
+  auto network = std::unique_ptr<SandboxNetwork>(new SandboxNetwork(std::move(options)));
+  network->events_ = std::move(events);
+  return network;
 }
 
 SandboxNetwork::~SandboxNetwork() {
@@ -56,6 +73,9 @@ void SandboxNetwork::Finish(sandbox::RunResult* result) {
   nlohmann::json dns = nlohmann::json::array();
   for (const auto& q : proxy_->dns_records()) dns.push_back(q);
   result->dns = dns;
+  std::lock_guard<std::mutex> lock(events_->mu);
+  for (const auto& line : events_->lines) result->notes.push_back(line);  // lines start "egress: "
+  if (events_->dropped) result->notes.push_back("egress: " + std::to_string(events_->dropped) + " more events not shown");
 }
 
 }  // namespace warden::egress

@@ -34,6 +34,8 @@ class SandboxNetwork : public sandbox::NetworkProvider {
  private:
   explicit SandboxNetwork(ProxyOptions options) : options_(std::move(options)) {}
   ProxyOptions options_;
+  // Notable proxy events (malformed requests, timeouts, limits), kept for the result's notes.
+  std::shared_ptr<struct EventLog> events_;
   UniqueFd listener_, dns_;
   std::unique_ptr<EgressProxy> proxy_;
 };

@@ -247,6 +247,17 @@ TEST(Egress, LandlockLimitsTcpToTheProxyPort) {
   EXPECT_GE(r.record["landlock_abi"].get<int>(), 4);
 }
 
+TEST(Egress, MalformedRequestsGet400AndAreLogged) {
+  auto r = RunWarden({{"run", "--allow", "allowed.test", "--", "python3", "-c",
+                       "import socket\n"
+                       "s=socket.create_connection(('127.0.0.1', 3128)); s.sendall(b'GARBAGE\\r\\n\\r\\n')\n"
+                       "print(s.recv(200).split(b'\\r\\n')[0].decode())\n"}});
+  EXPECT_EQ(r.out, "HTTP/1.1 400 Bad Request\n") << r.err;
+  bool logged = false;
+  for (const auto& n : r.record["notes"]) logged |= n.get<std::string>().find("malformed request line") != std::string::npos;
+  EXPECT_TRUE(logged) << r.record["notes"].dump();
+}
+
 TEST(Egress, NoNetworkByDefault) {
   auto r = RunSh("curl -sS -m 3 http://example.com/ 2>&1; echo rc=$?; env | grep -ci proxy");
   EXPECT_NE(r.out.find("rc=6"), std::string::npos) << r.out;
