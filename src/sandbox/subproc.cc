@@ -42,6 +42,13 @@ uint64_t NowMs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
 }
 
+sigset_t TerminationSignals() {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
+  return sigs;
+}
+
 RunResult SetupError(const Status& st) {
   RunResult r;
   r.exit_code = 125;
@@ -455,10 +462,7 @@ void Supervisor::Loop() {
     timerfd_settime(cpu_timer_.get(), 0, &its, nullptr);
     add(cpu_timer_.get());
   }
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
-  sigprocmask(SIG_BLOCK, &sigs, &old_mask_);
+  sigset_t sigs = TerminationSignals();
   sigfd_.reset(signalfd(-1, &sigs, SFD_CLOEXEC));
   add(sigfd_.get());
 
@@ -595,6 +599,11 @@ RunResult Supervisor::Collect() {
 }
 
 RunResult Supervisor::Run() {
+  // From here on a SIGINT/SIGTERM to warden is read by the loop (signalfd) and kills the sandbox
+  // cleanly, however early it arrives. The sandbox's init inherits the mask (it needs none of
+  // these); the command resets its mask before exec.
+  sigset_t sigs = TerminationSignals();
+  sigprocmask(SIG_BLOCK, &sigs, &old_mask_);
   contain::ChildSpec spec;
   Status st = Prepare(&spec);
   if (st.ok()) st = Launch(spec);
@@ -602,6 +611,7 @@ RunResult Supervisor::Run() {
     RunResult r = SetupError(st);
     r.degraded = result_.degraded;
     if (janitor_) janitor_->Finish();
+    sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
     return r;
   }
   Loop();

@@ -166,7 +166,9 @@ TEST(RunContract, InterruptingWardenKillsTheSandboxAndReportsTheSignal) {
   std::thread killer([me] {
     for (int i = 0; i < 50; ++i) {
       usleep(100 * 1000);
-      // warden is this test's child; its clone (the sandbox's init) has the same command line.
+      // Once the command runs (the sleep exists), signal warden: this test's child (its clone,
+      // the sandbox's init, has the same command line).
+      if (PidsWithCmdline("sleep 4242.5").empty()) continue;
       for (pid_t p : PidsWithCmdline("sleep $s.5")) {
         std::ifstream stat("/proc/" + std::to_string(p) + "/stat");
         std::string pid, comm, state;
