@@ -45,10 +45,14 @@ Status InitNsFromParent(pid_t child, const IdMap& map) {
 }
 
 Status SwitchFromChild(const IdMap& map) {
-  if (map.host_is_root && setgroups(0, nullptr) != 0) return Status::FromErrno("setgroups", errno);
+  // Raw system calls, not glibc's wrappers: those change the ids of every thread of the process
+  // by signalling the other threads, which a clone of a multi-threaded warden does not have, so
+  // the wrapper would wait for them forever. The kernel calls change this thread only, which here
+  // is the whole process.
+  if (map.host_is_root && syscall(SYS_setgroups, 0, nullptr) != 0) return Status::FromErrno("setgroups", errno);
   if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) return Status::FromErrno("prctl(PR_SET_KEEPCAPS)", errno);
-  if (setresgid(map.inside_gid, map.inside_gid, map.inside_gid) != 0) return Status::FromErrno("setresgid", errno);
-  if (setresuid(map.inside_uid, map.inside_uid, map.inside_uid) != 0) return Status::FromErrno("setresuid", errno);
+  if (syscall(SYS_setresgid, map.inside_gid, map.inside_gid, map.inside_gid) != 0) return Status::FromErrno("setresgid", errno);
+  if (syscall(SYS_setresuid, map.inside_uid, map.inside_uid, map.inside_uid) != 0) return Status::FromErrno("setresuid", errno);
   // The uid change cleared the effective set; raise it again from the permitted set.
   struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2] = {};
