@@ -1,0 +1,22 @@
+#include "gateway/default_policy.h"
+
+#include <string>
+
+namespace warden::gateway {
+
+std::string_view DefaultPolicyText() {
+  return R"(version: 1
+tools:
+  - match: { tool: "sandbox__exec", server: "sandbox" }
+    risk: medium
+    effect: allow
+defaults:
+  unknown_tool: { risk: high, effect: deny }
+)";
+}
+
+Result<policy::Policy> LoadDefaultPolicy() {
+  return policy::LoadPolicyText(std::string(DefaultPolicyText()), "<embedded default policy>");
+}
+
+}  // namespace warden::gateway

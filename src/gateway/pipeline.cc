@@ -1,0 +1,82 @@
+#include "gateway/pipeline.h"
+
+namespace warden::gateway {
+
+std::string_view StageResultName(StageResult result) {
+  switch (result) {
+    case StageResult::kContinue:
+      return "continue";
+    case StageResult::kDeny:
+      return "deny";
+    case StageResult::kPause:
+      return "pause";
+  }
+  return "deny";
+}
+
+void Pipeline::AddStage(std::unique_ptr<Stage> stage) {
+  StageStats stats{.name = std::string(stage->name())};
+  stages_.push_back({std::move(stage), std::move(stats)});
+}
+
+void Pipeline::AddFinalStage(std::unique_ptr<Stage> stage) {
+  StageStats stats{.name = std::string(stage->name())};
+  final_stages_.push_back({std::move(stage), std::move(stats)});
+}
+
+void Pipeline::Count(Entry& entry, StageResult result) {
+  std::lock_guard lock(stats_mu_);
+  switch (result) {
+    case StageResult::kContinue:
+      ++entry.stats.continued;
+      break;
+    case StageResult::kDeny:
+      ++entry.stats.denied;
+      break;
+    case StageResult::kPause:
+      ++entry.stats.paused;
+      break;
+  }
+}
+
+StageOutcome Pipeline::Run(CallContext& call) {
+  call.verdict = StageOutcome::Continue();
+  call.verdict_stage.clear();
+  for (Entry& entry : stages_) {
+    StageOutcome outcome = entry.stage->Run(call);
+    Count(entry, outcome.result);
+    if (outcome.result != StageResult::kContinue) {
+      call.verdict = std::move(outcome);
+      call.verdict_stage = std::string(entry.stage->name());
+      break;
+    }
+  }
+  // Final stages see the verdict; one that denies overrides it (an audit entry that could not
+  // be written withholds the result), and the rest still run.
+  for (Entry& entry : final_stages_) {
+    StageOutcome outcome = entry.stage->Run(call);
+    Count(entry, outcome.result);
+    if (outcome.result == StageResult::kDeny) {
+      call.verdict = std::move(outcome);
+      call.verdict_stage = std::string(entry.stage->name());
+    }
+  }
+  return call.verdict;
+}
+
+std::vector<std::string> Pipeline::StageNames() const {
+  std::vector<std::string> names;
+  for (const Entry& e : stages_) names.emplace_back(e.stage->name());
+  for (const Entry& e : final_stages_) names.emplace_back(e.stage->name());
+  return names;
+}
+
+std::vector<StageStats> Pipeline::Stats() const {
+  std::lock_guard lock(stats_mu_);
+  std::vector<StageStats> out;
+  for (const Entry& e : stages_) out.push_back(e.stats);
+  for (const Entry& e : final_stages_) out.push_back(e.stats);
+  return out;
+}
+
+}  // namespace warden::gateway

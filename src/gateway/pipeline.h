@@ -1,0 +1,116 @@
+// The per-call pipeline: an ordered chain of small stages that every tool call passes through
+// (ARCHITECTURE.md section 2). Each stage continues, denies with a reason that names the rule, or
+// pauses (declared for the approvals issue; no stage pauses yet). New behaviour is a new stage,
+// never an `if` in the middle of the core. Contract: docs/gateway.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "policy/policy.h"
+
+namespace warden::gateway {
+
+enum class StageResult { kContinue, kDeny, kPause };
+std::string_view StageResultName(StageResult result);  // "continue", "deny", "pause"
+
+// Why a call was refused, so that the transport can answer in the protocol's terms: a policy or
+// kill-switch denial is a tool result with isError (the agent reads the reason); an unknown or
+// hidden tool and bad arguments are JSON-RPC -32602; a failure inside warden is -32603.
+enum class Refusal { kNone, kDenied, kUnknownTool, kInvalidArguments, kInternal };
+
+// What one stage returns.
+struct StageOutcome {
+  StageResult result = StageResult::kContinue;
+  Refusal refusal = Refusal::kNone;  // set when result is kDeny
+  std::string reason;                // one line for the agent and the audit log
+  std::string rule;                  // the policy rule or switch behind a denial, or ""
+
+  static StageOutcome Continue() { return {}; }
+  static StageOutcome Deny(Refusal refusal, std::string reason, std::string rule = "") {
+    return {StageResult::kDeny, refusal, std::move(reason), std::move(rule)};
+  }
+};
+
+// What an executed tool returned: the MCP CallToolResult to send back, plus the text the audit
+// log summarises (never the whole result: audit keeps size, hash and a redacted excerpt).
+struct ToolResult {
+  nlohmann::json mcp_result;  // {content: [...], structuredContent?: {...}, isError?: bool}
+  std::string text;           // the result's text content, for the audit summary
+  bool is_error = false;
+};
+
+// Everything the stages know about one call. Filled progressively: identity fills the caller,
+// policy the decision, execute the result; the pipeline fills `verdict` before the final stages.
+struct CallContext {
+  // Caller, as the identity stage established it ("" when not applicable).
+  std::string tenant, user, agent, session, scope;
+  // The call.
+  std::string server;  // the upstream's or built-in's name (sandbox for sandbox__exec), or ""
+  std::string tool;    // the full exposed name
+  nlohmann::json arguments = nlohmann::json::object();
+
+  // The policy snapshot and decision the policy stage used: one call never sees two policies.
+  std::shared_ptr<const policy::Policy> policy;
+  std::optional<policy::Decision> decision;
+  // Set by the execute stage when the tool ran.
+  std::optional<ToolResult> result;
+
+  // How the decision stages ended: kContinue with an empty stage when every stage continued.
+  StageOutcome verdict;
+  std::string verdict_stage;  // the name of the stage that denied or paused
+
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+};
+
+class Stage {
+ public:
+  virtual ~Stage() = default;
+  // A stable name, used in stats and in denials ("policy", "kill_switches").
+  virtual std::string_view name() const = 0;
+  // Runs on `call`. Must not throw; a stage that fails for its own reasons denies (fail closed).
+  virtual StageOutcome Run(CallContext& call) = 0;
+};
+
+// Counters for one stage, under its stable name.
+struct StageStats {
+  std::string name;
+  uint64_t continued = 0, denied = 0, paused = 0;
+};
+
+// Runs stages in order. Ordinary stages stop at the first one that does not continue; final
+// stages (audit) run after that whatever happened, and a final stage that denies turns the whole
+// call into that denial (the audit stage does so when the entry could not be written: the result
+// must not go back unrecorded). Thread-safe to Run once built; Add* only before the first Run.
+class Pipeline {
+ public:
+  void AddStage(std::unique_ptr<Stage> stage);
+  void AddFinalStage(std::unique_ptr<Stage> stage);
+
+  // Runs `call` through the chain and returns the outcome the transport answers with (also left
+  // in call.verdict). A pause is returned as is: nothing resumes it yet (approvals issue).
+  StageOutcome Run(CallContext& call);
+
+  // The stage names in the order they run (final stages last).
+  std::vector<std::string> StageNames() const;
+  std::vector<StageStats> Stats() const;
+
+ private:
+  struct Entry {
+    std::unique_ptr<Stage> stage;
+    StageStats stats;
+  };
+  void Count(Entry& entry, StageResult result);
+
+  std::vector<Entry> stages_, final_stages_;
+  mutable std::mutex stats_mu_;
+};
+
+}  // namespace warden::gateway

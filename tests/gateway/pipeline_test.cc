@@ -1,0 +1,114 @@
+// The pipeline contract: stages run in order, the first that does not continue stops the chain,
+// and final stages (audit) run whatever happened.
+#include "gateway/pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace warden::gateway {
+namespace {
+
+class RecordingStage : public Stage {
+ public:
+  RecordingStage(std::string name, std::vector<std::string>* trace, StageOutcome outcome)
+      : name_(std::move(name)), trace_(trace), outcome_(std::move(outcome)) {}
+  std::string_view name() const override { return name_; }
+  StageOutcome Run(CallContext& call) override {
+    trace_->push_back(name_ + (call.verdict.result == StageResult::kContinue
+                                   ? ""
+                                   : "(after " + call.verdict_stage + ")"));
+    return outcome_;
+  }
+
+ private:
+  std::string name_;
+  std::vector<std::string>* trace_;
+  StageOutcome outcome_;
+};
+
+std::unique_ptr<Stage> Continues(const std::string& name, std::vector<std::string>* trace) {
+  return std::make_unique<RecordingStage>(name, trace, StageOutcome::Continue());
+}
+
+TEST(Pipeline, RunsStagesInOrderThenFinalStages) {
+  std::vector<std::string> trace;
+  Pipeline p;
+  p.AddStage(Continues("identity", &trace));
+  p.AddFinalStage(Continues("audit", &trace));
+  p.AddStage(Continues("policy", &trace));
+  CallContext call;
+  StageOutcome out = p.Run(call);
+  EXPECT_EQ(out.result, StageResult::kContinue);
+  EXPECT_EQ(trace, (std::vector<std::string>{"identity", "policy", "audit"}));
+  EXPECT_EQ(p.StageNames(), (std::vector<std::string>{"identity", "policy", "audit"}));
+}
+
+TEST(Pipeline, DenyShortCircuitsButTheAuditStageStillRuns) {
+  std::vector<std::string> trace;
+  Pipeline p;
+  p.AddStage(Continues("identity", &trace));
+  p.AddStage(std::make_unique<RecordingStage>(
+      "kill_switches", &trace,
+      StageOutcome::Deny(Refusal::kDenied, "tool killed", "kill_switch.tool:x")));
+  p.AddStage(Continues("policy", &trace));
+  p.AddStage(Continues("execute", &trace));
+  p.AddFinalStage(Continues("audit", &trace));
+  CallContext call;
+  StageOutcome out = p.Run(call);
+  EXPECT_EQ(out.result, StageResult::kDeny);
+  EXPECT_EQ(out.reason, "tool killed");
+  EXPECT_EQ(out.rule, "kill_switch.tool:x");
+  EXPECT_EQ(call.verdict_stage, "kill_switches");
+  // policy and execute never ran; audit saw the denial.
+  EXPECT_EQ(trace,
+            (std::vector<std::string>{"identity", "kill_switches", "audit(after kill_switches)"}));
+}
+
+TEST(Pipeline, PauseStopsTheChainLikeADenial) {
+  std::vector<std::string> trace;
+  Pipeline p;
+  p.AddStage(std::make_unique<RecordingStage>(
+      "approval", &trace, StageOutcome{StageResult::kPause, Refusal::kNone, "waiting", ""}));
+  p.AddStage(Continues("execute", &trace));
+  p.AddFinalStage(Continues("audit", &trace));
+  CallContext call;
+  EXPECT_EQ(p.Run(call).result, StageResult::kPause);
+  EXPECT_EQ(trace, (std::vector<std::string>{"approval", "audit(after approval)"}));
+}
+
+TEST(Pipeline, AFinalStageThatFailsWithholdsTheResult) {
+  std::vector<std::string> trace;
+  Pipeline p;
+  p.AddStage(Continues("execute", &trace));
+  p.AddFinalStage(std::make_unique<RecordingStage>(
+      "audit", &trace, StageOutcome::Deny(Refusal::kInternal, "disk full")));
+  CallContext call;
+  StageOutcome out = p.Run(call);
+  EXPECT_EQ(out.result, StageResult::kDeny);
+  EXPECT_EQ(out.refusal, Refusal::kInternal);
+  EXPECT_EQ(call.verdict_stage, "audit");
+}
+
+TEST(Pipeline, CountsEachStageOutcomeUnderItsName) {
+  std::vector<std::string> trace;
+  Pipeline p;
+  p.AddStage(Continues("identity", &trace));
+  p.AddStage(std::make_unique<RecordingStage>("policy", &trace,
+                                              StageOutcome::Deny(Refusal::kDenied, "no")));
+  p.AddFinalStage(Continues("audit", &trace));
+  CallContext a, b;
+  p.Run(a);
+  p.Run(b);
+  auto stats = p.Stats();
+  ASSERT_EQ(stats.size(), 3u);
+  EXPECT_EQ(stats[0].name, "identity");
+  EXPECT_EQ(stats[0].continued, 2u);
+  EXPECT_EQ(stats[1].name, "policy");
+  EXPECT_EQ(stats[1].denied, 2u);
+  EXPECT_EQ(stats[2].continued, 2u);
+}
+
+}  // namespace
+}  // namespace warden::gateway

@@ -1,0 +1,197 @@
+// The standard stages with a real policy and a real audit log: every decision is written down
+// with its rule, denials included.
+#include "gateway/stages.h"
+
+#include <gtest/gtest.h>
+
+#include "gateway/default_policy.h"
+#include "testing.h"
+
+namespace warden::gateway {
+namespace {
+
+using testing::OpenAudit;
+using testing::PolicyFromText;
+using testing::TempDir;
+
+constexpr const char* kPolicy = R"(version: 1
+tools:
+  - match: { tool: "sandbox__exec", args: { "/command": { prefix: "rm " } } }
+    risk: high
+    effect: deny
+  - match: { tool: "sandbox__exec", args: { "/command": { prefix: "sudo " } } }
+    risk: high
+    effect: ask
+  - match: { tool: "sandbox__exec" }
+    risk: medium
+    effect: allow
+    labels: [untrusted_output]
+defaults:
+  unknown_tool: { risk: high, effect: deny }
+)";
+
+// Records the calls that reach execution instead of running anything.
+class FakeExecute : public Stage {
+ public:
+  std::string_view name() const override { return "execute"; }
+  StageOutcome Run(CallContext& call) override {
+    ++runs;
+    call.result = ToolResult{{{"content", nlohmann::json::array()}}, "ran " + call.tool, false};
+    return StageOutcome::Continue();
+  }
+  int runs = 0;
+};
+
+class StagesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    holder_.Set(PolicyFromText(kPolicy));
+    log_ = OpenAudit(dir_.File("audit.db"));
+    ASSERT_NE(log_, nullptr);
+    pipeline_.AddStage(std::make_unique<IdentityStage>(Caller{"", "alice", "", ""}));
+    pipeline_.AddStage(std::make_unique<KillSwitchStage>(kills_));
+    pipeline_.AddStage(std::make_unique<PolicyStage>(holder_));
+    auto exec = std::make_unique<FakeExecute>();
+    exec_ = exec.get();
+    pipeline_.AddStage(std::move(exec));
+    pipeline_.AddFinalStage(std::make_unique<AuditStage>(*log_));
+  }
+
+  StageOutcome Call(const std::string& tool, nlohmann::json arguments) {
+    CallContext call;
+    call.session = "s1";
+    call.tool = tool;
+    call.arguments = std::move(arguments);
+    return pipeline_.Run(call);
+  }
+
+  std::vector<audit::AuditEntry> Entries() {
+    auto tail = log_->Tail(100);
+    EXPECT_TRUE(tail.ok());
+    return tail.ok() ? *tail : std::vector<audit::AuditEntry>{};
+  }
+
+  TempDir dir_;
+  policy::PolicyHolder holder_;
+  KillSwitches kills_;
+  std::unique_ptr<audit::AuditLog> log_;
+  Pipeline pipeline_;
+  FakeExecute* exec_ = nullptr;
+};
+
+TEST_F(StagesTest, AllowedCallRunsAndIsAuditedAsACallWithItsRule) {
+  StageOutcome out = Call("sandbox__exec", {{"command", "ls"}});
+  EXPECT_EQ(out.result, StageResult::kContinue);
+  EXPECT_EQ(exec_->runs, 1);
+  auto entries = Entries();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].decision, "allow");
+  EXPECT_EQ(entries[0].kind, audit::EntryKind::kCall);
+  EXPECT_EQ(entries[0].user, "alice");
+  EXPECT_EQ(entries[0].session, "s1");
+  EXPECT_EQ(entries[0].tool, "sandbox__exec");
+  EXPECT_EQ(entries[0].rule.rfind("tools[2]", 0), 0u) << entries[0].rule;
+  EXPECT_EQ(entries[0].labels, std::vector<std::string>{"untrusted_output"});
+  ASSERT_TRUE(entries[0].result.has_value());
+  EXPECT_EQ(entries[0].result->excerpt, "ran sandbox__exec");
+}
+
+TEST_F(StagesTest, PolicyDenyNeverExecutesAndIsAuditedWithTheRule) {
+  StageOutcome out = Call("sandbox__exec", {{"command", "rm -rf /"}});
+  EXPECT_EQ(out.result, StageResult::kDeny);
+  EXPECT_EQ(out.refusal, Refusal::kDenied);
+  EXPECT_EQ(exec_->runs, 0);
+  auto entries = Entries();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].decision, "deny");
+  EXPECT_EQ(entries[0].kind, audit::EntryKind::kDecision);
+  EXPECT_EQ(entries[0].rule.rfind("tools[0]", 0), 0u) << entries[0].rule;
+  EXPECT_FALSE(entries[0].result.has_value());
+  EXPECT_EQ(entries[0].arguments, (nlohmann::json{{"command", "rm -rf /"}}));
+}
+
+TEST_F(StagesTest, AskIsDeniedWithApprovalRequiredAndAuditedWithTheRule) {
+  StageOutcome out = Call("sandbox__exec", {{"command", "sudo reboot"}});
+  EXPECT_EQ(out.result, StageResult::kDeny);
+  EXPECT_EQ(out.refusal, Refusal::kDenied);
+  EXPECT_EQ(out.reason.rfind("approval required", 0), 0u) << out.reason;
+  EXPECT_EQ(exec_->runs, 0);
+  auto entries = Entries();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].decision, "ask");
+  EXPECT_NE(entries[0].reason.find("approval required"), std::string::npos) << entries[0].reason;
+  EXPECT_EQ(entries[0].rule.rfind("tools[1]", 0), 0u) << entries[0].rule;
+}
+
+TEST_F(StagesTest, UnknownToolIsRefusedAsUnknownAndAudited) {
+  StageOutcome out = Call("mail__send", {});
+  EXPECT_EQ(out.refusal, Refusal::kUnknownTool);
+  EXPECT_EQ(out.reason, "unknown tool: mail__send");
+  auto entries = Entries();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].decision, "deny");
+  EXPECT_EQ(entries[0].rule, "defaults.unknown_tool");
+}
+
+TEST_F(StagesTest, KillSwitchStopsTheCallBeforePolicyAndIsAudited) {
+  kills_.Kill(KillScope::kTool, "sandbox__exec", "incident 42");
+  StageOutcome out = Call("sandbox__exec", {{"command", "ls"}});
+  EXPECT_EQ(out.result, StageResult::kDeny);
+  EXPECT_NE(out.reason.find("incident 42"), std::string::npos);
+  EXPECT_EQ(exec_->runs, 0);
+  auto entries = Entries();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].rule, "kill_switch.tool:sandbox__exec");
+  kills_.Unkill(KillScope::kTool, "sandbox__exec");
+  EXPECT_EQ(Call("sandbox__exec", {{"command", "ls"}}).result, StageResult::kContinue);
+}
+
+TEST_F(StagesTest, GlobalKillSwitchStopsEverything) {
+  kills_.Kill(KillScope::kGlobal, "", "");
+  EXPECT_EQ(Call("sandbox__exec", {{"command", "ls"}}).result, StageResult::kDeny);
+  EXPECT_EQ(exec_->runs, 0);
+}
+
+TEST_F(StagesTest, NoPolicyInForceFailsClosed) {
+  holder_.Set(nullptr);
+  StageOutcome out = Call("sandbox__exec", {{"command", "ls"}});
+  EXPECT_EQ(out.refusal, Refusal::kInternal);
+  EXPECT_EQ(exec_->runs, 0);
+  EXPECT_EQ(Entries().size(), 1u);
+}
+
+TEST_F(StagesTest, TheChainVerifiesAfterMixedDecisions) {
+  Call("sandbox__exec", {{"command", "ls"}});
+  Call("sandbox__exec", {{"command", "rm x"}});
+  Call("sandbox__exec", {{"command", "sudo x"}});
+  Call("nope", {});
+  auto report = log_->Verify();
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->detail;
+  EXPECT_EQ(report->entries, 4u);
+}
+
+TEST(StandardPipeline, ChainsTheStagesInTheArchitecturesOrder) {
+  TempDir dir;
+  policy::PolicyHolder holder(PolicyFromText(std::string(DefaultPolicyText())));
+  KillSwitches kills;
+  BuiltinTools tools = BuiltinTools::Default();
+  auto log = OpenAudit(dir.File("a.db"));
+  auto p = BuildStandardPipeline({&holder, &kills, &tools, log.get(), {}});
+  EXPECT_EQ(p->StageNames(),
+            (std::vector<std::string>{"identity", "kill_switches", "policy", "execute", "audit"}));
+}
+
+TEST(DefaultPolicy, AllowsSandboxExecAtMediumAndDeniesEverythingElse) {
+  auto loaded = LoadDefaultPolicy();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  auto d = policy::Decide(*loaded, {}, {"sandbox", "sandbox__exec", {{"command", "ls"}}});
+  EXPECT_EQ(d.effect, policy::Effect::kAllow);
+  EXPECT_EQ(d.risk, policy::Risk::kMedium);
+  EXPECT_TRUE(policy::Visible(*loaded, {}, "sandbox__exec", {}));
+  EXPECT_FALSE(policy::Visible(*loaded, {}, "fs__write", {}));
+  EXPECT_EQ(policy::Decide(*loaded, {}, {"", "fs__write", {}}).effect, policy::Effect::kDeny);
+}
+
+}  // namespace
+}  // namespace warden::gateway

@@ -1,0 +1,45 @@
+#include "testing.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace warden::gateway::testing {
+
+TempDir::TempDir() {
+  const char* base = getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/warden-gw-XXXXXX";
+  char* made = mkdtemp(tmpl.data());
+  EXPECT_NE(made, nullptr) << "mkdtemp " << tmpl;
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::shared_ptr<const policy::Policy> PolicyFromText(const std::string& yaml) {
+  auto loaded = policy::LoadPolicyText(yaml, "test.yaml");
+  EXPECT_TRUE(loaded.ok()) << loaded.status().message();
+  if (!loaded.ok()) return nullptr;
+  return std::make_shared<const policy::Policy>(std::move(*loaded));
+}
+
+std::unique_ptr<audit::AuditLog> OpenAudit(const std::string& path) {
+  audit::AuditOptions options;
+  options.path = path;
+  auto log = audit::AuditLog::Open(options);
+  EXPECT_TRUE(log.ok()) << log.status().message();
+  if (!log.ok()) return nullptr;
+  return std::move(*log);
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+}
+
+}  // namespace warden::gateway::testing
