@@ -1,17 +1,12 @@
 #include "sandbox/contain.h"
 
 #include <fcntl.h>
-#include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <cstring>
 
 #include "common/unique_fd.h"
 #include "sandbox/caps.h"

@@ -170,10 +170,7 @@ Status ProtectPaths(int rootfd, const Plan& plan, std::vector<std::string>* note
     for (const auto& p : plan.protect) {
       std::string rel = Rel(b.inside) + "/" + p;
       while (!rel.empty() && rel.back() == '/') rel.pop_back();
-      struct open_how how = {};
-      how.flags = O_PATH | O_CLOEXEC;
-      how.resolve = RESOLVE_BENEATH | kNoFollow;
-      int fd = static_cast<int>(syscall(SYS_openat2, rootfd, rel.c_str(), &how, sizeof(how)));
+      int fd = OpenAt2(rootfd, rel, O_PATH, RESOLVE_BENEATH | kNoFollow);
       if (fd < 0) {
         if (errno == ENOENT) continue;  // absent: nothing to protect (see docs/sandbox.md)
         if (errno == ELOOP) {
