@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/audit_command.h"
+#include "cli/mcp_command.h"
 #include "cli/policy_command.h"
 #include "cli/run_command.h"
 
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   warden::cli::RunCommand run(app);
   warden::cli::PolicyCommand policy(app);
   warden::cli::AuditCommand audit(app);
+  warden::cli::McpCommand mcp(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -27,5 +29,6 @@ int main(int argc, char** argv) {
   if (run.parsed()) return run.Execute();
   if (policy.parsed()) return policy.Execute();
   if (audit.parsed()) return audit.Execute();
+  if (mcp.parsed()) return mcp.Execute();
   return 125;
 }

@@ -36,6 +36,7 @@ RunCommand::RunCommand(CLI::App& app) {
   s->add_option("--ro", ro_, "Bind HOST[:INSIDE] read-only")->type_name("HOST[:INSIDE]");
   s->add_option("--rw", rw_, "Bind HOST[:INSIDE] writable")->type_name("HOST[:INSIDE]");
   s->add_option("--protect", protect_, "Path inside --rw binds that stays read-only (replaces the defaults)");
+  s->add_flag("--no-protect", no_protect_, "Protect nothing inside --rw binds (not even the defaults)");
   s->add_option("--workdir", workdir_, "Working directory inside (default: the first --rw, else /tmp)");
   s->add_option("--env", env_, "Add NAME=VALUE to the clean environment");
   s->add_option("--net", net_, "Network: none (default) or proxy");
@@ -78,6 +79,8 @@ int RunCommand::Execute() {
   if (sub_->count("--open-files")) o.open_files = open_files_;
   for (const auto& spec : ro_) o.binds.push_back(sandbox::ParseBindSpec(spec, false));
   for (const auto& spec : rw_) o.binds.push_back(sandbox::ParseBindSpec(spec, true));
+  if (no_protect_ && !protect_.empty()) return Fail("--no-protect and --protect: choose one");
+  if (no_protect_) o.protect.clear();
   if (!protect_.empty()) o.protect = protect_;
   if (!workdir_.empty()) o.workdir = workdir_;
   for (const auto& e : env_) {

@@ -10,7 +10,7 @@
 #include "common/unique_fd.h"
 #include "sandbox/profile.h"
 #include "sandbox/result.h"
-#include "sandbox/sandbox.h"
+#include "sandbox/launcher.h"
 
 namespace warden::gateway {
 
@@ -175,13 +175,22 @@ ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
     lseek(in.get(), 0, SEEK_SET);
   }
   // Never the gateway's own stdin: over stdio that is the MCP stream. -1 means /dev/null.
-  sandbox::Io io{
+  // The sandbox is a `warden run` child: the gateway is multi-threaded (sandbox/launcher.h).
+  sandbox::SpawnIo io{
       .stdin_fd = in.valid() ? in.get() : -1, .stdout_fd = out->get(), .stderr_fd = err->get()};
-  sandbox::RunResult run = sandbox::Run(o, io);
+  json record = sandbox::RunViaLauncher(o, io);
+  struct {
+    int exit_code;
+    uint64_t wall_ms;
+    bool stdout_truncated, stderr_truncated;
+    std::string error;
+  } run{record.value("exit_code", 125), record.value("wall_ms", uint64_t{0}),
+        record.value("stdout_truncated", false), record.value("stderr_truncated", false),
+        record.value("error", std::string())};
 
   std::string stdout_text = ReadBack(out->get(), cap);
   std::string stderr_text = ReadBack(err->get(), cap);
-  std::string reason = sandbox::ReasonName(run.reason);
+  std::string reason = record.value("reason", std::string("setup_error"));
 
   ToolResult r;
   r.is_error = run.exit_code != 0;

@@ -7,6 +7,10 @@
 #include <fstream>
 
 namespace warden::gateway::testing {
+namespace {
+// sandbox__exec launches the warden binary built beside these tests (sandbox/launcher.h).
+const bool kLauncherSet = (setenv("WARDEN_BIN", WARDEN_BIN_PATH, /*overwrite=*/0), true);
+}  // namespace
 
 TempDir::TempDir() {
   const char* base = getenv("TMPDIR");
