@@ -18,6 +18,7 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+"$(dirname "${BASH_SOURCE[0]}")/install-node-deps.sh"  # tests/e2e: MCP SDK, reference servers, conformance
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
