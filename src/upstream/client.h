@@ -1,0 +1,129 @@
+// The gateway's MCP client side: one live MCP client session to one upstream server, over stdio
+// (the server spawned inside a warden sandbox, through sandbox/launcher.h) or Streamable HTTP.
+// It owns the connection's whole life: spawn or connect, the initialize handshake, request ids,
+// timeouts, cancellation, and restarts with backoff when the server dies. It knows nothing of
+// policy or of downstream sessions: the gateway decides, this only carries messages.
+// Contract: docs/upstream.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "mcp/jsonrpc.h"
+#include "sandbox/options.h"
+
+namespace warden::upstream {
+
+// How to reach one upstream (built by the gateway from the policy's `upstreams` entry or from
+// `--upstream NAME=stdio:'CMD'` / `NAME=http://URL`).
+struct Spec {
+  std::string name;  // the upstream's name in the policy (for messages and logs)
+  // stdio: argv of the server, run as `warden run <sandbox flags> -- argv` (sandbox.argv is
+  // ignored; command is used). Empty when url is set.
+  std::vector<std::string> command;
+  sandbox::Options sandbox;
+  // Streamable HTTP: the MCP endpoint (http://host:port/path) and extra request headers.
+  std::string url;
+  std::map<std::string, std::string> headers;
+};
+
+struct ClientOptions {
+  // What this client says of itself in initialize (the gateway passes the downstream client's
+  // capabilities and info through, so that sampling/elicitation/roots are offered upstream only
+  // when the real client supports them).
+  nlohmann::json client_info = {{"name", "warden"}, {"version", "0.1.0"}};
+  nlohmann::json client_capabilities = nlohmann::json::object();
+  std::string protocol_version = "2025-11-25";       // asked for; the server's answer is kept
+  std::chrono::milliseconds connect_timeout{20000};  // spawn/connect + initialize
+  std::chrono::milliseconds request_timeout{60000};  // default per request
+  // Restarts after the server dies: backoff doubles from initial to max; after max_restarts
+  // consecutive failures (no successful initialize in between) the client stops for good.
+  std::chrono::milliseconds backoff_initial{200};
+  std::chrono::milliseconds backoff_max{10000};
+  int max_restarts = 8;
+  std::size_t max_message_bytes = 16 * 1024 * 1024;
+};
+
+enum class State {
+  kStarting,    // spawning/connecting and initializing (the first time or after a restart)
+  kReady,       // initialized: requests go through
+  kRestarting,  // died; waiting out the backoff before starting again
+  kStopped,     // Stop() was called, or restarts are exhausted
+};
+const char* StateName(State state);
+
+// What the server said in its initialize result.
+struct ServerInfo {
+  std::string protocol_version;
+  nlohmann::json capabilities = nlohmann::json::object();
+  nlohmann::json server_info = nlohmann::json::object();  // {name, version, ...}
+  std::string instructions;
+};
+
+// Callbacks into the gateway. Called from the client's own threads, never while it holds a lock;
+// they must not block for long (hand work to another thread).
+struct Events {
+  // A notification from the server (notifications/tools/list_changed, .../resources/updated,
+  // notifications/progress, notifications/message, notifications/cancelled, ...).
+  std::function<void(const mcp::Notification&)> on_notification;
+  // A request from the server to the client (sampling/createMessage, elicitation/create,
+  // roots/list, ping). `reply` must be called exactly once with a Response or ErrorResponse
+  // whose id is the request's id; it may be called from any thread, later. When not set, the
+  // client answers ping itself and everything else with -32601.
+  std::function<void(const mcp::Request&, std::function<void(mcp::Message)> reply)> on_request;
+  // The state changed. `why` says what happened ("exited with status 1", "initialize timed out").
+  // After every transition to kReady the server may have new tools: the gateway lists again.
+  std::function<void(State, const std::string& why)> on_state;
+};
+
+class Client {
+ public:
+  // Called exactly once with the server's Response or ErrorResponse (its id is the upstream id:
+  // ignore it), or with a local ErrorResponse: -32603 "upstream NAME: ..." when the server died
+  // or could not be reached, -32001 "upstream NAME: request timed out after N ms", and for a
+  // cancelled request -32800 "request cancelled". May be called on any thread, including inside
+  // Send when the client is stopped.
+  using Done = std::function<void(mcp::Message)>;
+
+  virtual ~Client() = default;
+  // A client for `spec` (stdio when spec.command is set, else HTTP). Nothing starts until Start.
+  static Result<std::unique_ptr<Client>> Create(Spec spec, Events events,
+                                                ClientOptions options = {});
+
+  // Starts connecting in the background (returns at once). Restarts follow the backoff.
+  virtual void Start() = 0;
+  // Blocks until kReady (true) or kStopped or the timeout (false).
+  virtual bool WaitReady(std::chrono::milliseconds timeout) = 0;
+  // Sends a request. A request sent while starting or restarting waits for kReady (up to its
+  // timeout). Returns a handle for Cancel. timeout zero: options.request_timeout.
+  virtual uint64_t Send(const std::string& method, nlohmann::json params, Done done,
+                        std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) = 0;
+  // Cancels a request in flight: sends notifications/cancelled {requestId, reason} upstream and
+  // completes its Done with -32800. Nothing happens for a handle already done.
+  virtual void Cancel(uint64_t handle, const std::string& reason) = 0;
+  // Sends a notification (notifications/initialized is the client's own business: not needed).
+  virtual void Notify(const std::string& method, nlohmann::json params) = 0;
+  // Stops for good: the stdio server's sandbox is ended (no orphaned processes: the whole
+  // `warden run` tree is gone when Stop returns), an HTTP session is ended with DELETE;
+  // every request in flight completes with -32603 "upstream NAME: stopped". Idempotent.
+  virtual void Stop() = 0;
+
+  virtual State state() const = 0;
+  virtual ServerInfo info() const = 0;  // valid once ready; the latest initialize's
+  virtual const Spec& spec() const = 0;
+  // Process id of the `warden run` child for stdio (0 when not running or HTTP): for tests.
+  virtual int pid() const = 0;
+
+  // Convenience: Send and wait for the reply.
+  mcp::Message Call(const std::string& method, nlohmann::json params,
+                    std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+};
+
+}  // namespace warden::upstream

@@ -1,0 +1,230 @@
+// The upstream client over Streamable HTTP, against fixtures/http_echo_server.py on 127.0.0.1.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "testing.h"
+#include "upstream/client.h"
+
+namespace warden::upstream {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ErrorCode;
+using testing::ErrorMessage;
+using testing::Eventually;
+using testing::FastOptions;
+using testing::HttpFixture;
+using testing::Structured;
+using testing::ToolCall;
+using testing::ToolText;
+
+struct Recorder {
+  std::mutex mu;
+  std::vector<std::pair<State, std::string>> states;
+  std::vector<mcp::Notification> notifications;
+  Events Hook() {
+    Events e;
+    e.on_state = [this](State s, const std::string& why) {
+      std::lock_guard<std::mutex> lock(mu);
+      states.emplace_back(s, why);
+    };
+    e.on_notification = [this](const mcp::Notification& n) {
+      std::lock_guard<std::mutex> lock(mu);
+      notifications.push_back(n);
+    };
+    return e;
+  }
+  bool Saw(const std::string& method, const std::string& key = "",
+           const nlohmann::json& value = nullptr) {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::any_of(notifications.begin(), notifications.end(), [&](const mcp::Notification& n) {
+      return n.method == method &&
+             (key.empty() || (n.params && n.params->value(key, nlohmann::json()) == value));
+    });
+  }
+  int Count(State s) {
+    std::lock_guard<std::mutex> lock(mu);
+    return static_cast<int>(
+        std::count_if(states.begin(), states.end(), [s](auto& p) { return p.first == s; }));
+  }
+  std::string LastWhy(State s) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto it = states.rbegin(); it != states.rend(); ++it)
+      if (it->first == s) return it->second;
+    return "";
+  }
+};
+
+Spec HttpSpec(const std::string& url) {
+  Spec spec;
+  spec.name = "web";
+  spec.url = url;
+  spec.headers = {{"X-Test", "1"}};
+  return spec;
+}
+
+std::unique_ptr<Client> Started(const std::string& url, Events events = {},
+                                ClientOptions options = FastOptions()) {
+  auto made = Client::Create(HttpSpec(url), std::move(events), options);
+  EXPECT_TRUE(made.ok()) << made.status().message();
+  if (!made.ok()) return nullptr;
+  auto client = std::move(*made);
+  client->Start();
+  EXPECT_TRUE(client->WaitReady(8s)) << "state " << StateName(client->state());
+  return client;
+}
+
+nlohmann::json Stats(const std::string& url) {
+  auto other = Started(url);
+  return other ? Structured(other->Call("tools/call", ToolCall("stats"))) : nlohmann::json();
+}
+
+TEST(HttpClient, RoundTripWithSessionAndVersionHeaders) {
+  HttpFixture server;
+  auto client = Started(server.url());
+  ASSERT_TRUE(client);
+  EXPECT_EQ(client->info().server_info.value("name", ""), "http-fixture");
+  EXPECT_EQ(client->pid(), 0);
+  EXPECT_EQ(ToolText(client->Call("tools/call", ToolCall("echo", {{"text", "over http"}}))),
+            "over http");
+  // The fixture refuses requests without the session id (400) or the negotiated version (400).
+  nlohmann::json stats = Structured(client->Call("tools/call", ToolCall("stats")));
+  EXPECT_EQ(stats["initialize"], 1);
+  EXPECT_EQ(stats["bad_version"], 0);
+}
+
+TEST(HttpClient, SseReplyDeliversNotificationsThenTheResult) {
+  HttpFixture server;
+  Recorder rec;
+  auto client = Started(server.url(), rec.Hook());
+  ASSERT_TRUE(client);
+  EXPECT_EQ(ToolText(client->Call("tools/call", ToolCall("sse_echo", {{"text", "streamed"}}))),
+            "streamed");
+  EXPECT_TRUE(rec.Saw("notifications/progress", "progressToken", "t"));
+}
+
+TEST(HttpClient, ServerRequestOnTheStreamIsForwardedAndAnswered) {
+  HttpFixture server;
+  Events events;
+  std::atomic<int> asked{0};
+  events.on_request = [&](const mcp::Request& request, std::function<void(mcp::Message)> reply) {
+    ++asked;
+    EXPECT_EQ(request.method, "sampling/createMessage");
+    reply(mcp::Response{request.id,
+                        {{"role", "assistant"},
+                         {"content", {{"type", "text"}, {"text", "answered by the client"}}},
+                         {"model", "m"}}});
+  };
+  auto client = Started(server.url(), events);
+  ASSERT_TRUE(client);
+  EXPECT_EQ(ToolText(client->Call("tools/call", ToolCall("ask"))), "answered by the client");
+  EXPECT_EQ(asked.load(), 1);
+}
+
+TEST(HttpClient, GetStreamCarriesServerInitiatedMessages) {
+  HttpFixture server;
+  Recorder rec;
+  auto client = Started(server.url(), rec.Hook());
+  ASSERT_TRUE(client);
+  EXPECT_EQ(ToolText(client->Call("tools/call", ToolCall("push", {{"text", "unprompted"}}))),
+            "pushed");
+  EXPECT_TRUE(
+      Eventually([&] { return rec.Saw("notifications/message", "data", "unprompted"); }, 3000ms));
+}
+
+TEST(HttpClient, ServerWithoutGetStreamIsFine) {
+  HttpFixture server({"--no-get"});
+  auto client = Started(server.url());
+  ASSERT_TRUE(client);
+  std::this_thread::sleep_for(100ms);  // let the GET be refused with 405
+  EXPECT_EQ(client->state(), State::kReady);
+  EXPECT_EQ(ToolText(client->Call("tools/call", ToolCall("echo", {{"text", "still fine"}}))),
+            "still fine");
+}
+
+TEST(HttpClient, StreamClosedEarlyIsResumedWithLastEventId) {
+  HttpFixture server;
+  auto client = Started(server.url());
+  ASSERT_TRUE(client);
+  EXPECT_EQ(ToolText(client->Call("tools/call", ToolCall("resume", {{"text", "resumed"}}))),
+            "resumed");
+}
+
+TEST(HttpClient, StopEndsTheSessionWithDelete) {
+  HttpFixture server;
+  auto client = Started(server.url());
+  ASSERT_TRUE(client);
+  client->Stop();
+  EXPECT_EQ(client->state(), State::kStopped);
+  EXPECT_EQ(Stats(server.url())["delete"], 1);
+}
+
+TEST(HttpClient, ExpiredSessionIsReinitialized) {
+  HttpFixture server;
+  Recorder rec;
+  auto client = Started(server.url(), rec.Hook());
+  ASSERT_TRUE(client);
+  EXPECT_EQ(ToolText(client->Call("tools/call", ToolCall("expire"))), "expired");
+  // The next request meets the 404: it fails (it may not be safe to send twice), the client
+  // starts a new session.
+  mcp::Message lost = client->Call("tools/call", ToolCall("echo", {{"text", "lost"}}));
+  EXPECT_EQ(ErrorCode(lost), -32603);
+  EXPECT_EQ(ErrorMessage(lost), "upstream web: session expired (HTTP 404)");
+  EXPECT_TRUE(Eventually(
+      [&] { return rec.Count(State::kReady) == 2 && client->state() == State::kReady; }, 5000ms));
+  EXPECT_EQ(rec.LastWhy(State::kRestarting), "session expired (HTTP 404)");
+  EXPECT_EQ(ToolText(client->Call("tools/call", ToolCall("echo", {{"text", "new session"}}))),
+            "new session");
+  EXPECT_EQ(Structured(client->Call("tools/call", ToolCall("stats")))["initialize"], 2);
+}
+
+TEST(HttpClient, ConcurrentCallsDoNotWaitForEachOther) {
+  HttpFixture server;
+  auto client = Started(server.url());
+  ASSERT_TRUE(client);
+  std::vector<std::future<mcp::Message>> replies;
+  for (int i = 0; i < 20; ++i) {
+    auto p = std::make_shared<std::promise<mcp::Message>>();
+    replies.push_back(p->get_future());
+    client->Send("tools/call", ToolCall("sse_echo", {{"text", std::to_string(i)}}),
+                 [p](mcp::Message m) { p->set_value(std::move(m)); });
+  }
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(replies[i].wait_for(5s), std::future_status::ready) << i;
+    EXPECT_EQ(ToolText(replies[i].get()), std::to_string(i));
+  }
+}
+
+TEST(HttpClient, UnreachableServerStopsWithTheCause) {
+  // A port nobody listens on: bind one, then close it.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  Recorder rec;
+  ClientOptions options = FastOptions();
+  options.max_restarts = 1;
+  auto made =
+      Client::Create(HttpSpec("http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/mcp"),
+                     rec.Hook(), options);
+  ASSERT_TRUE(made.ok());
+  (*made)->Start();
+  EXPECT_FALSE((*made)->WaitReady(5s));
+  EXPECT_TRUE(Eventually([&] { return !rec.LastWhy(State::kStopped).empty(); }));
+  const std::string why = rec.LastWhy(State::kStopped);
+  EXPECT_EQ(why.rfind("initialize failed: cannot connect to 127.0.0.1:", 0), 0u) << why;
+  EXPECT_NE(why.find("(gave up after 1 restarts)"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace warden::upstream
