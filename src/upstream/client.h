@@ -93,7 +93,11 @@ class Client {
   using Done = std::function<void(mcp::Message)>;
 
   virtual ~Client() = default;
-  // A client for `spec` (stdio when spec.command is set, else HTTP). Nothing starts until Start.
+  // A client for `spec` (stdio when spec.command is set, else HTTP). Nothing starts until Start
+  // (state() is kStarting meanwhile; requests sent now wait for the handshake). Fails with a
+  // message naming the bad field: no name, both or neither of command/url, bad sandbox options,
+  // a URL other than http://, header names/values that could split a request, bad options.
+  // Destroying the client Stops it.
   static Result<std::unique_ptr<Client>> Create(Spec spec, Events events,
                                                 ClientOptions options = {});
 
@@ -109,10 +113,12 @@ class Client {
   // completes its Done with -32800. Nothing happens for a handle already done.
   virtual void Cancel(uint64_t handle, const std::string& reason) = 0;
   // Sends a notification (notifications/initialized is the client's own business: not needed).
+  // Dropped when the client is not ready.
   virtual void Notify(const std::string& method, nlohmann::json params) = 0;
   // Stops for good: the stdio server's sandbox is ended (no orphaned processes: the whole
   // `warden run` tree is gone when Stop returns), an HTTP session is ended with DELETE;
   // every request in flight completes with -32603 "upstream NAME: stopped". Idempotent.
+  // Must not be called from an Events callback or a Done: it joins the threads that run them.
   virtual void Stop() = 0;
 
   virtual State state() const = 0;
@@ -121,7 +127,8 @@ class Client {
   // Process id of the `warden run` child for stdio (0 when not running or HTTP): for tests.
   virtual int pid() const = 0;
 
-  // Convenience: Send and wait for the reply.
+  // Convenience: Send and wait for the reply (always comes: the request timeout bounds it).
+  // Blocks the calling thread; not for gateway threads that must stay responsive.
   mcp::Message Call(const std::string& method, nlohmann::json params,
                     std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 };
