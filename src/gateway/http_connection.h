@@ -1,0 +1,149 @@
+// Internal to the Streamable HTTP server: one client TCP connection, serving its HTTP/1.1
+// requests one after another (keep-alive) on its own strand. Not part of the public API; the
+// behaviour it implements is HttpServer's (http_server.h) and docs/gateway.md's.
+//
+// Life cycle: the connection is kept alive by its outstanding asynchronous operations. While a
+// POST waits for its replies, or a GET stream is open, a "watch" read stays outstanding on the
+// socket: it notices the client going away (the connection then ends, and replies that arrive
+// later are dropped) and keeps bytes of a pipelined next request for later. Callbacks handed to
+// a session hold only a weak_ptr, so a session never keeps a dead connection alive.
+#pragma once
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gateway/http_sessions.h"
+#include "mcp/jsonrpc.h"
+
+namespace warden::gateway::http {
+
+class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
+ public:
+  HttpConnection(boost::asio::ip::tcp::socket socket, std::shared_ptr<ServerShared> shared);
+
+  // Starts reading the first request.
+  void Start();
+  // Closes the socket at once (Stop, after the I/O threads are joined: no handler runs
+  // concurrently). Pending handlers then complete with errors and do nothing more.
+  void ForceClose();
+
+ private:
+  // What to do once a queued write has gone out.
+  enum class After { kNothing, kNextRequest, kClose };
+  struct Output {
+    std::string bytes;
+    After after = After::kNothing;
+  };
+
+  // A POST whose requests are being answered. Lives on the strand.
+  struct PostState {
+    bool is_batch = false;
+    bool streaming = false;  // switched to SSE
+    bool finished = false;
+    std::vector<std::optional<std::string>> slots;  // one per reply, in input order
+    std::vector<bool> answered;                     // per slot: its reply has come
+    std::size_t remaining = 0;                      // replies still to come
+    std::string stream_id;                          // SSE event ids: STREAM-SEQ
+    std::uint64_t next_event = 1;
+    std::string session_id;          // the session the POST went to
+    std::string new_session_id;      // set on a successful-so-far initialize
+    bool initialize_failed = false;  // the initialize's reply was an error
+  };
+
+  // Reading requests.
+  void ReadHeader();
+  void OnHeader(boost::beast::error_code ec);
+  void ReadBody();
+  void OnBody(boost::beast::error_code ec);
+  bool KeepAliveAfterRefusal() const;
+
+  // Routing and the three methods.
+  void Route();
+  void ServePost();
+  void ServePostBody();
+  void ServeGet();
+  void ServeDelete();
+  // Checks a present MCP-Protocol-Version header; on failure refuses and returns false.
+  bool CheckProtocolVersionHeader();
+  void HandleMessages(std::shared_ptr<McpSession> session, mcp::ParseResult parsed,
+                      bool new_session);
+
+  // Replies and related messages coming back from a session (on the strand).
+  void OnReply(const std::shared_ptr<PostState>& post, std::size_t slot, std::string text,
+               bool is_error);
+  void OnRelated(const std::shared_ptr<PostState>& post, std::string text);
+  void SwitchToSse(PostState& post);
+  void FinishJson(PostState& post);
+  void FinishPost(PostState& post);
+
+  // The GET stream.
+  void OnStreamMessage(std::uint64_t token, std::string text);
+  void EndStream(std::uint64_t token);
+  void ArmKeepAlive();
+
+  // Responses.
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  void Refuse(boost::beast::http::status status, int code, const std::string& message,
+              bool keep_alive, const Headers& headers = {});
+  void SendJson(boost::beast::http::status status, std::string body, bool keep_alive,
+                const Headers& headers = {});
+  void SendEmpty(boost::beast::http::status status, bool keep_alive);
+  // Queues the head of an SSE response; StreamBytes frames body bytes to match it.
+  void StartSse(const Headers& headers);
+  std::string StreamBytes(std::string_view data) const;
+  void EndSse();
+  void NextRequest();
+  void Queue(std::string bytes, After after);
+  void WriteNext();
+  void OnWrite(boost::beast::error_code ec);
+
+  // Watching for the client going away while a response is pending.
+  void Watch();
+  void OnWatch(boost::beast::error_code ec, std::size_t n);
+  void Close();
+
+  std::string Header(std::string_view name) const;
+  std::string EventId(PostState& post);
+
+  boost::beast::tcp_stream stream_;
+  std::shared_ptr<ServerShared> shared_;
+  std::string peer_;
+  boost::beast::flat_buffer buffer_;
+  // The request being served; kept until the next one is read, so its headers stay readable.
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  unsigned request_version_ = 11;
+  bool request_keep_alive_ = true;
+  Caller caller_;        // who sent the request being served
+  bool chunked_ = true;  // SSE bodies are chunked (HTTP/1.1) or end with the connection (1.0)
+
+  std::deque<Output> out_;
+  std::size_t out_bytes_ = 0;
+  bool writing_ = false;
+  bool closed_ = false;
+
+  bool watching_ = false;
+  bool read_after_watch_ = false;  // start reading the next request once the watch ends
+
+  std::shared_ptr<PostState> post_;  // the POST being answered, if any
+
+  std::string stream_session_;  // the GET stream's session, if one is open here
+  std::uint64_t stream_token_ = 0;
+  std::string stream_id_;
+  std::uint64_t stream_next_event_ = 1;
+  boost::asio::steady_timer keepalive_;
+};
+
+}  // namespace warden::gateway::http

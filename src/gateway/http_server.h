@@ -1,0 +1,88 @@
+// `warden serve`'s transport: MCP Streamable HTTP (spec revisions 2025-03-26, 2025-06-18 and
+// 2025-11-25) on Boost.Beast. One endpoint (`path`, default /mcp) takes
+//   POST   JSON-RPC messages; replies as one JSON body, or as an SSE stream once a message
+//          related to the request (progress, a server-to-client request) comes before the reply;
+//   GET    the session's server-to-client SSE stream (one at a time per session);
+//   DELETE the end of a session.
+// Sessions are McpSession objects created through a SessionHost and named by `Mcp-Session-Id`.
+// Every refusal is an HTTP status with a JSON body saying what was wrong; the status table is in
+// docs/gateway.md ("Streamable HTTP transport").
+//
+// Threading: `threads` I/O threads run every connection; no I/O thread ever waits for a session
+// (replies come back through Exchange callbacks from any thread and are posted to the
+// connection). McpSession::Close, which blocks, runs on a separate closer thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "gateway/session.h"
+#include "gateway/stages.h"
+
+namespace warden::gateway {
+
+// What the HTTP server needs from the gateway (the Gateway class implements it; tests may too).
+// Both functions are called on I/O threads, so they must not block (no network round trips).
+class SessionHost {
+ public:
+  virtual ~SessionHost() = default;
+  // Who calls: checks the Authorization header value (may be empty) for the peer address (an IP
+  // address as text). An error Status -> 401 with `WWW-Authenticate: Bearer` and a JSON body
+  // {"error": message}.
+  virtual Result<Caller> Authenticate(std::string_view authorization, const std::string& peer) = 0;
+  // A new session for `caller` (on an initialize request without a session id). Its id() must be
+  // unique, unguessable and visible ASCII. nullptr: refused (503, e.g. too many sessions).
+  virtual std::shared_ptr<McpSession> CreateSession(const Caller& caller) = 0;
+};
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";  // an IP address, or "localhost"
+  uint16_t port = 8787;            // 0: the kernel picks one (tests); see HttpServer::port()
+  std::string path = "/mcp";       // the MCP endpoint
+  // Exact origins (scheme://host[:port]) browsers may call from. A loopback-bound server also
+  // allows http(s)://localhost, 127.0.0.1 and [::1] with any port. Requests without Origin are
+  // allowed (non-browser clients). Everything else: 403.
+  std::vector<std::string> allowed_origins;
+  std::size_t max_body_bytes = 4 << 20;  // larger POST bodies: 413, without reading them
+  // A session with no request for this long and no open GET stream is closed by the sweeper.
+  std::chrono::seconds session_idle_timeout{1800};
+  int threads = 2;  // I/O threads
+  // How often an open SSE stream gets a comment line, so idle proxies keep it open.
+  std::chrono::milliseconds sse_keepalive{15000};
+  // A client must send a whole request head within this time (slow-header defence); an idle
+  // keep-alive connection is closed after it too.
+  std::chrono::seconds header_timeout{30};
+};
+
+class HttpServer {
+ public:
+  // `host` (not owned) must outlive the server.
+  HttpServer(SessionHost& host, HttpServerOptions options);
+  // Stops the server if it is running.
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds, listens and starts the I/O threads. An error names the address and the cause (bad
+  // host, port in use). Call once.
+  Status Start();
+  // The port listened on (the picked one when options.port was 0); 0 before Start.
+  uint16_t port() const;
+  // Stops accepting, closes every session (blocking until their upstreams are gone), ends every
+  // connection and joins all threads. Idempotent. Must not be called from an I/O thread.
+  void Stop();
+  // Sessions currently open.
+  std::size_t session_count() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace warden::gateway
