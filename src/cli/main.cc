@@ -6,9 +6,12 @@
 #include <iostream>
 
 #include "cli/audit_command.h"
+#include "cli/kill_command.h"
 #include "cli/mcp_command.h"
 #include "cli/policy_command.h"
 #include "cli/run_command.h"
+#include "cli/serve_command.h"
+#include "cli/tools_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"warden: run AI agents' code and actions safely"};
@@ -18,6 +21,9 @@ int main(int argc, char** argv) {
   warden::cli::PolicyCommand policy(app);
   warden::cli::AuditCommand audit(app);
   warden::cli::McpCommand mcp(app);
+  warden::cli::ServeCommand serve(app);
+  warden::cli::KillCommand kill(app);
+  warden::cli::ToolsCommand tools(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -30,5 +36,8 @@ int main(int argc, char** argv) {
   if (policy.parsed()) return policy.Execute();
   if (audit.parsed()) return audit.Execute();
   if (mcp.parsed()) return mcp.Execute();
+  if (serve.parsed()) return serve.Execute();
+  if (kill.parsed()) return kill.Execute();
+  if (tools.parsed()) return tools.Execute();
   return 125;
 }

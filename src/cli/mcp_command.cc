@@ -6,15 +6,8 @@
 
 #include <memory>
 
-#include "audit/audit_log.h"
-#include "gateway/builtin_tools.h"
-#include "gateway/default_policy.h"
-#include "gateway/kill_switches.h"
 #include "gateway/session.h"
-#include "gateway/stages.h"
 #include "gateway/stdio_server.h"
-#include "policy/holder.h"
-#include "policy/policy.h"
 
 namespace warden::cli {
 
@@ -32,11 +25,7 @@ std::string LocalUserName() {
 McpCommand::McpCommand(CLI::App& app, std::ostream& err) : err_(err) {
   sub_ = app.add_subcommand("mcp",
                             "Serve MCP over stdio: every tool call decided by policy and audited");
-  sub_->add_option("--config", config_,
-                   "Policy file (YAML); default: the embedded safe default policy");
-  sub_->add_option("--audit-db", audit_db_,
-                   "Audit log database (SQLite); default: the policy's storage.sqlite, else "
-                   "./var/warden/warden.db");
+  flags_.AddTo(sub_);
   sub_->add_option("--tenant", tenant_,
                    "Tenant this stdio session speaks for (multi-tenant policies)");
   sub_->add_option("--user", user_, "User this stdio session speaks for (default: the login name)");
@@ -50,42 +39,19 @@ int McpCommand::Execute() {
 }
 
 int McpCommand::Serve(int in_fd, int out_fd) {
-  auto loaded = config_.empty() ? gateway::LoadDefaultPolicy() : policy::LoadPolicyFile(config_);
-  if (!loaded) {
-    err_ << "warden mcp: " << loaded.status().message() << "\n";
-    return 2;
-  }
-  auto policy = std::make_shared<const policy::Policy>(std::move(*loaded));
-  if (audit_db_.empty() && !config_.empty() && !policy->storage.postgres.empty()) {
-    err_ << "warden mcp: storage.postgres is not supported yet; use storage.sqlite or --audit-db\n";
-    return 2;
-  }
-  audit::AuditOptions audit_options;
-  audit_options.path = !audit_db_.empty() ? audit_db_
-                       : config_.empty()  ? audit_options.path
-                                          : policy->storage.sqlite;
-  audit_options.sync =
-      policy->storage.sync_full ? audit::SyncLevel::kFull : audit::SyncLevel::kNormal;
-  auto log = audit::AuditLog::Open(audit_options);
-  if (!log) {
-    err_ << "warden mcp: audit log " << audit_options.path << ": " << log.status().message()
-         << "\n";
-    return 2;
-  }
-
-  policy::PolicyHolder holder(policy);
-  gateway::KillSwitches kill_switches;
-  gateway::BuiltinTools tools = gateway::BuiltinTools::Default();
   gateway::Caller caller{tenant_, user_.empty() ? LocalUserName() : user_, agent_, ""};
-  auto pipeline = gateway::BuildStandardPipeline({.policy = &holder,
-                                                  .kill_switches = &kill_switches,
-                                                  .tools = &tools,
-                                                  .audit = log->get(),
-                                                  .caller = caller});
-  gateway::McpSession session(*pipeline, tools, holder, caller);
+  auto started = Gateway::Start(flags_, caller, err_);
+  if (!started) {
+    err_ << "warden mcp: " << started.status().message() << "\n";
+    return 2;
+  }
+  Gateway& g = **started;
+  auto session = std::make_shared<gateway::McpSession>(g.core(), caller,
+                                                       gateway::SessionOptions{.transport = "stdio"});
+  g.core().Register(session);
   err_ << "warden mcp: serving MCP over stdio; policy "
-       << (config_.empty() ? "<embedded default>" : config_) << ", audit log " << audit_options.path
-       << ", session " << session.session_id() << "\n";
+       << (flags_.config.empty() ? "<embedded default>" : flags_.config) << ", audit log "
+       << g.audit_path() << ", session " << session->id() << "\n";
   err_.flush();
 
   gateway::StdioServer server(session);

@@ -1,4 +1,4 @@
-// `warden mcp [--config POLICY.yaml] [--audit-db PATH]`: serves MCP over stdio (the client spawns
+// `warden mcp [--config POLICY.yaml] [--audit-db PATH] [--upstream ...] [--no-prefix]`: serves MCP over stdio (the client spawns
 // warden and speaks newline-delimited JSON-RPC on its stdin/stdout). Messages go to stderr only:
 // stdout belongs to the protocol. Exit status: 0 when the client closed stdin; 1 when reading or
 // writing the streams failed; 2 when warden could not start (bad policy, audit store).
@@ -7,6 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
+
+#include "cli/gateway_setup.h"
 
 namespace warden::cli {
 
@@ -22,7 +24,7 @@ class McpCommand {
  private:
   CLI::App* sub_;
   std::ostream& err_;
-  std::string config_, audit_db_;
+  GatewayFlags flags_;
   std::string tenant_, user_, agent_;
 };
 

@@ -79,4 +79,32 @@ std::vector<StageStats> Pipeline::Stats() const {
   return out;
 }
 
+void CancelToken::Cancel(const std::string& reason) {
+  std::function<void()> stop;
+  {
+    std::lock_guard lock(mu_);
+    if (cancelled_.load()) return;
+    reason_ = reason;
+    cancelled_.store(true);
+    stop = stop_;
+  }
+  if (stop) stop();
+}
+
+std::string CancelToken::reason() const {
+  std::lock_guard lock(mu_);
+  return reason_;
+}
+
+void CancelToken::OnCancel(std::function<void()> stop) {
+  {
+    std::lock_guard lock(mu_);
+    if (!cancelled_.load()) {
+      stop_ = std::move(stop);
+      return;
+    }
+  }
+  if (stop) stop();
+}
+
 }  // namespace warden::gateway

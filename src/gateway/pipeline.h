@@ -4,8 +4,10 @@
 // never an `if` in the middle of the core. Contract: docs/gateway.md.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/status.h"
 #include "policy/policy.h"
 
 namespace warden::gateway {
@@ -47,6 +50,26 @@ struct ToolResult {
   bool is_error = false;
 };
 
+// Cancels one call in flight: the client sent notifications/cancelled, the session closed, or a
+// kill switch was pulled. Whoever runs the tool registers how to stop it (end the sandbox's
+// process, cancel the upstream request); Cancel runs that at once or, when the tool has not
+// started yet, as soon as it registers. Thread-safe.
+class CancelToken {
+ public:
+  void Cancel(const std::string& reason);
+  bool cancelled() const { return cancelled_.load(); }
+  std::string reason() const;
+  // Sets what stopping means now (replacing the previous action); runs it at once when the call
+  // is already cancelled. Pass {} when the tool finished.
+  void OnCancel(std::function<void()> stop);
+
+ private:
+  mutable std::mutex mu_;
+  std::atomic<bool> cancelled_{false};
+  std::string reason_;
+  std::function<void()> stop_;
+};
+
 // Everything the stages know about one call. Filled progressively: identity fills the caller,
 // policy the decision, execute the result; the pipeline fills `verdict` before the final stages.
 struct CallContext {
@@ -60,6 +83,12 @@ struct CallContext {
   // The policy snapshot and decision the policy stage used: one call never sees two policies.
   std::shared_ptr<const policy::Policy> policy;
   std::optional<policy::Decision> decision;
+  // Set by the session when an upstream serves the tool: forwards the call (under its upstream
+  // name) and returns the upstream's CallToolResult; an error Status when the upstream failed
+  // (the agent gets -32603 naming the upstream). Unset: a built-in tool.
+  std::function<Result<ToolResult>(CallContext&)> forward;
+  // Set when the call can be cancelled; tools register how to stop themselves on it.
+  std::shared_ptr<CancelToken> cancel;
   // Set by the execute stage when the tool ran.
   std::optional<ToolResult> result;
 

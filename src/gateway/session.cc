@@ -2,9 +2,14 @@
 
 #include <sys/random.h>
 
+#include <condition_variable>
 #include <cstdio>
+#include <future>
+#include <set>
 #include <vector>
 
+#include "gateway/gateway.h"
+#include "gateway/session_upstreams.h"
 #include "mcp/protocol_version.h"
 
 namespace warden::gateway {
@@ -13,11 +18,11 @@ using nlohmann::json;
 
 namespace {
 
-std::string RandomSessionId() {
-  unsigned char bytes[16] = {};
+std::string RandomHex(size_t n_bytes) {
+  std::vector<unsigned char> bytes(n_bytes);
   size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+  while (got < bytes.size()) {
+    ssize_t n = getrandom(bytes.data() + got, bytes.size() - got, 0);
     if (n <= 0) break;
     got += static_cast<size_t>(n);
   }
@@ -34,69 +39,155 @@ json TextResult(const std::string& text, bool is_error) {
   return {{"content", json::array({{{"type", "text"}, {"text", text}}})}, {"isError", is_error}};
 }
 
+// The text of a CallToolResult's text content, for the audit summary.
+std::string TextOf(const json& result) {
+  std::string text;
+  if (result.is_object() && result.contains("content") && result["content"].is_array()) {
+    for (const json& c : result["content"]) {
+      if (c.is_object() && c.value("type", "") == "text" && c.contains("text") &&
+          c["text"].is_string()) {
+        if (!text.empty()) text += "\n";
+        text += c["text"].get<std::string>();
+      }
+    }
+  }
+  if (text.empty()) text = result.dump(-1, ' ', false, json::error_handler_t::replace);
+  return text;
+}
+
+// Code for a request refused by policy that is not a tool call (resources/read, prompts/get...):
+// MCP defines none, so warden uses one of the implementation-defined server errors.
+constexpr int kDeniedByPolicy = -32003;
+
 }  // namespace
 
-McpSession::McpSession(Pipeline& pipeline, const BuiltinTools& tools,
-                       const policy::PolicyHolder& policy, Caller caller, SessionOptions options)
-    : pipeline_(pipeline),
-      tools_(tools),
-      policy_(policy),
-      caller_(std::move(caller)),
-      options_(std::move(options)) {
-  if (options_.session_id.empty()) options_.session_id = RandomSessionId();
+
+McpSession::McpSession(GatewayCore& core, Caller caller, SessionOptions options)
+    : core_(core), caller_(std::move(caller)), options_(std::move(options)) {
+  if (options_.session_id.empty()) options_.session_id = RandomHex(16);
+  last_activity_ = std::chrono::steady_clock::now();
 }
 
-std::string McpSession::RefuseOversized(std::size_t bytes) const {
-  return mcp::Serialize(mcp::MakeError(std::nullopt, mcp::kInvalidRequest,
-                                       "Invalid Request: message is " + std::to_string(bytes) +
-                                           " bytes or more, more than the limit of " +
-                                           std::to_string(options_.max_message_bytes)));
+McpSession::~McpSession() { Close(); }
+
+bool McpSession::AllowsBatches() const {
+  std::lock_guard lock(mu_);
+  return initialized_.load() && mcp::AllowsBatches(protocol_version_);
 }
 
-std::optional<std::string> McpSession::HandleText(std::string_view text) {
-  mcp::ParseOptions parse_options;
-  parse_options.max_bytes = options_.max_message_bytes;
-  parse_options.allow_batch = initialized_ && mcp::AllowsBatches(protocol_version_);
-  mcp::ParseResult parsed = mcp::Parse(text, parse_options);
+std::string McpSession::protocol_version() const {
+  std::lock_guard lock(mu_);
+  return protocol_version_;
+}
 
-  std::vector<mcp::Message> replies;
-  for (const mcp::ParsedEntry& entry : parsed.entries) {
-    if (const auto* error = std::get_if<mcp::ErrorResponse>(&entry)) {
-      replies.emplace_back(*error);
-      continue;
+std::chrono::steady_clock::time_point McpSession::last_activity() const {
+  std::lock_guard lock(mu_);
+  return last_activity_;
+}
+
+void McpSession::Touch() {
+  std::lock_guard lock(mu_);
+  last_activity_ = std::chrono::steady_clock::now();
+}
+
+void McpSession::AttachStream(MessageSink sink) {
+  std::lock_guard lock(mu_);
+  stream_ = std::move(sink);
+}
+
+void McpSession::DetachStream() {
+  std::lock_guard lock(mu_);
+  stream_ = nullptr;
+}
+
+bool McpSession::SendToStream(const mcp::Message& message) {
+  MessageSink sink;
+  {
+    std::lock_guard lock(mu_);
+    sink = stream_;
+  }
+  if (!sink) return false;
+  sink(message);
+  return true;
+}
+
+void McpSession::Handle(mcp::Message message, Exchange exchange) {
+  Touch();
+  if (auto* request = std::get_if<mcp::Request>(&message)) {
+    if (closed_.load()) {
+      if (exchange.reply)
+        exchange.reply(mcp::MakeError(request->id, mcp::kInvalidRequest, "session closed"));
+      return;
     }
-    if (auto reply = Handle(std::get<mcp::Message>(entry))) replies.push_back(std::move(*reply));
+    HandleRequest(*request, std::move(exchange));
+    return;
   }
-  if (replies.empty()) return std::nullopt;
-  if (parsed.is_batch) return mcp::SerializeBatch(replies);
-  return mcp::Serialize(replies.front());
+  if (closed_.load()) return;
+  if (auto* note = std::get_if<mcp::Notification>(&message)) {
+    HandleNotification(*note);
+    return;
+  }
+  HandleClientReply(message);
 }
 
-std::optional<mcp::Message> McpSession::Handle(const mcp::Message& message) {
-  if (const auto* request = std::get_if<mcp::Request>(&message)) return HandleRequest(*request);
-  if (const auto* note = std::get_if<mcp::Notification>(&message)) {
-    // notifications/cancelled needs nothing: a call is finished before the next line is read.
-    if (note->method == "notifications/initialized" && initialized_) client_ready_ = true;
-    return std::nullopt;
+void McpSession::HandleNotification(const mcp::Notification& note) {
+  if (note.method == "notifications/initialized") {
+    if (initialized_.load()) client_ready_ = true;
+    return;
   }
-  // Responses and errors from the client answer requests warden never sent in this slice.
-  return std::nullopt;
+  if (note.method == "notifications/cancelled") {
+    if (!note.params || !note.params->is_object() || !note.params->contains("requestId")) return;
+    const json& rid = (*note.params)["requestId"];
+    std::string key = rid.is_string() ? mcp::Id(rid.get<std::string>()).ToString()
+                      : rid.is_number_integer() ? mcp::Id(rid.get<int64_t>()).ToString()
+                                                : "";
+    std::string reason = note.params->value("reason", std::string("cancelled by the client"));
+    std::shared_ptr<InFlight> flight;
+    {
+      std::lock_guard lock(mu_);
+      auto it = in_flight_.find(key);
+      if (it != in_flight_.end()) flight = it->second;
+    }
+    if (flight) flight->cancel->Cancel(reason);
+    return;
+  }
+  if (note.method == "notifications/roots/list_changed") {
+    if (upstreams_) upstreams_->NotifyAll(note.method, note.params.value_or(json::object()));
+    return;
+  }
+  // Other notifications (progress for a request warden sent, unknown ones) need nothing.
 }
 
-mcp::Message McpSession::HandleRequest(const mcp::Request& request) {
+void McpSession::HandleClientReply(const mcp::Message& message) {
+  if (upstreams_) upstreams_->ClientReplied(message);
+}
+
+void McpSession::HandleRequest(const mcp::Request& request, Exchange exchange) {
   const std::string& m = request.method;
-  if (m == "ping") return mcp::Response{request.id, json::object()};
-  if (m == "initialize") return Initialize(request);
-  if (!initialized_)
-    return mcp::MakeError(request.id, mcp::kInvalidRequest,
-                          "server not initialized: send initialize before " + m);
-  if (m == "tools/list") return ListTools(request);
-  if (m == "tools/call") return CallTool(request);
-  return mcp::MakeError(request.id, mcp::kMethodNotFound, "Method not found: " + m);
+  auto reply_now = [&exchange](mcp::Message reply) {
+    if (exchange.reply) exchange.reply(std::move(reply));
+  };
+  if (m == "ping") return reply_now(mcp::Response{request.id, json::object()});
+  if (m == "initialize") return reply_now(Initialize(request));
+  if (!initialized_.load())
+    return reply_now(mcp::MakeError(request.id, mcp::kInvalidRequest,
+                                    "server not initialized: send initialize before " + m));
+  if (m == "tools/list")
+    return Run(request, std::move(exchange),
+               [this](const mcp::Request& r, InFlight&) { return ListTools(r); });
+  if (m == "tools/call")
+    return Run(request, std::move(exchange),
+               [this](const mcp::Request& r, InFlight& f) { return CallTool(r, f); });
+  if (m == "resources/list" || m == "resources/templates/list" || m == "prompts/list" ||
+      m == "resources/read" || m == "resources/subscribe" || m == "resources/unsubscribe" ||
+      m == "prompts/get" || m == "completion/complete" || m == "logging/setLevel")
+    return Run(request, std::move(exchange),
+               [this](const mcp::Request& r, InFlight& f) { return Forward(r, f); });
+  return reply_now(mcp::MakeError(request.id, mcp::kMethodNotFound, "Method not found: " + m));
 }
 
 mcp::Message McpSession::Initialize(const mcp::Request& request) {
-  if (initialized_)
+  if (initialized_.load())
     return mcp::MakeError(request.id, mcp::kInvalidRequest,
                           "initialize was already answered in this session");
   const json* params = request.params ? &*request.params : nullptr;
@@ -104,12 +195,42 @@ mcp::Message McpSession::Initialize(const mcp::Request& request) {
       !(*params)["protocolVersion"].is_string())
     return mcp::MakeError(request.id, mcp::kInvalidParams,
                           "initialize needs params.protocolVersion (a string)");
-  protocol_version_ = std::string(mcp::Negotiate((*params)["protocolVersion"].get<std::string>()));
+  std::string version(mcp::Negotiate((*params)["protocolVersion"].get<std::string>()));
+  json client_caps = params->contains("capabilities") && (*params)["capabilities"].is_object()
+                         ? (*params)["capabilities"]
+                         : json::object();
+  json client_info = params->contains("clientInfo") && (*params)["clientInfo"].is_object()
+                         ? (*params)["clientInfo"]
+                         : json::object();
+  std::shared_ptr<const policy::Policy> policy = core_.policy().Current();
+  if (!policy) return mcp::MakeError(request.id, mcp::kInternalError, "no policy is in force");
+
+  // The session's upstreams start now, in the background: tools/list waits for them.
+  auto upstreams = std::make_shared<SessionUpstreams>(core_, *this);
+  Status started = upstreams->Start(*policy, client_caps, client_info, version);
+  if (!started.ok())
+    return mcp::MakeError(request.id, mcp::kInternalError,
+                          "could not start the upstream servers: " + started.message());
+  {
+    std::lock_guard lock(mu_);
+    protocol_version_ = version;
+    client_capabilities_ = client_caps;
+    client_info_ = client_info;
+    upstreams_ = std::move(upstreams);
+  }
   initialized_ = true;
+
+  json capabilities = {{"tools", {{"listChanged", true}}}};
+  if (upstreams_->Any()) {
+    capabilities["resources"] = {{"subscribe", true}, {"listChanged", true}};
+    capabilities["prompts"] = {{"listChanged", true}};
+    capabilities["completions"] = json::object();
+    capabilities["logging"] = json::object();
+  }
   json result = {
-      {"protocolVersion", protocol_version_},
-      {"capabilities", {{"tools", {{"listChanged", false}}}}},
-      {"serverInfo", {{"name", "warden"}, {"version", options_.server_version}}},
+      {"protocolVersion", version},
+      {"capabilities", std::move(capabilities)},
+      {"serverInfo", {{"name", "warden"}, {"version", core_.options().server_version}}},
       {"instructions",
        "warden decides every tool call by policy and records it in an audit log. Denied calls say "
        "why."},
@@ -117,29 +238,125 @@ mcp::Message McpSession::Initialize(const mcp::Request& request) {
   return mcp::Response{request.id, std::move(result)};
 }
 
-mcp::Message McpSession::ListTools(const mcp::Request& request) {
-  // One page holds every tool: the built-in set is small. A cursor is therefore never issued, and
-  // one sent anyway is ignored.
-  json list = json::array();
-  std::shared_ptr<const policy::Policy> policy = policy_.Current();
-  if (policy) {
-    policy::CallContext who{caller_.tenant, caller_.user, caller_.agent, caller_.scope};
-    for (const BuiltinTool& tool : tools_.list()) {
-      if (policy::Visible(*policy, who, tool.name, {})) list.push_back(tool.definition);
+void McpSession::Run(const mcp::Request& request, Exchange exchange,
+                     std::function<mcp::Message(const mcp::Request&, InFlight&)> work) {
+  auto flight = std::make_shared<InFlight>();
+  flight->id = request.id;
+  flight->method = request.method;
+  flight->related = exchange.related;
+  const std::string key = request.id.ToString();
+  {
+    std::lock_guard lock(mu_);
+    if (in_flight_.count(key)) {
+      if (exchange.reply)
+        exchange.reply(mcp::MakeError(request.id, mcp::kInvalidRequest,
+                                      "request id " + key + " is already in flight"));
+      return;
+    }
+    in_flight_[key] = flight;
+  }
+  auto self = shared_from_this();
+  core_.Post([self, request, exchange = std::move(exchange), flight, key,
+              work = std::move(work)]() mutable {
+    mcp::Message reply = work(request, *flight);
+    {
+      std::lock_guard lock(self->mu_);
+      self->in_flight_.erase(key);
+    }
+    self->drained_.notify_all();
+    if (exchange.reply) exchange.reply(std::move(reply));
+  });
+}
+
+void McpSession::Drain() {
+  std::unique_lock lock(mu_);
+  drained_.wait(lock, [this] { return in_flight_.empty(); });
+}
+
+void McpSession::Close() {
+  if (closed_.exchange(true)) return;
+  std::vector<std::shared_ptr<InFlight>> flights;
+  std::shared_ptr<SessionUpstreams> upstreams;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [key, flight] : in_flight_) flights.push_back(flight);
+    stream_ = nullptr;
+  }
+  for (auto& flight : flights) flight->cancel->Cancel("the session was closed");
+  // Calls hold a pointer to the upstreams while they run: wait for them before stopping.
+  {
+    std::unique_lock lock(mu_);
+    drained_.wait_for(lock, std::chrono::seconds(10), [this] { return in_flight_.empty(); });
+    upstreams = std::move(upstreams_);
+  }
+  if (upstreams) upstreams->StopAll();
+  core_.Unregister(this);
+}
+
+void McpSession::CancelMatching(const std::string& tenant, const std::string& agent,
+                                const std::string& tool, const std::string& reason) {
+  bool whole = (!tenant.empty() && tenant == caller_.tenant) ||
+               (!agent.empty() && agent == caller_.agent) || (tenant.empty() && agent.empty() && tool.empty());
+  std::vector<std::shared_ptr<InFlight>> hit;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [key, flight] : in_flight_) {
+      if (whole || (!tool.empty() && flight->tool == tool)) hit.push_back(flight);
     }
   }
+  for (auto& flight : hit) flight->cancel->Cancel(reason);
+}
+
+MessageSink McpSession::RelatedSinkFor(const std::string& upstream) {
+  std::lock_guard lock(mu_);
+  for (auto& [key, flight] : in_flight_) {
+    if (flight->upstream == upstream && flight->related) return flight->related;
+  }
+  if (stream_) return stream_;
+  return nullptr;
+}
+
+json McpSession::client_capabilities() const {
+  std::lock_guard lock(mu_);
+  return client_capabilities_;
+}
+
+// ---- tools ----
+
+mcp::Message McpSession::ListTools(const mcp::Request& request) {
+  json list = json::array();
+  std::shared_ptr<const policy::Policy> policy = core_.policy().Current();
+  if (policy) {
+    policy::CallContext who{caller_.tenant, caller_.user, caller_.agent, caller_.scope};
+    for (const BuiltinTool& tool : core_.tools().list()) {
+      if (policy::Visible(*policy, who, tool.name, {})) list.push_back(tool.definition);
+    }
+    if (upstreams_) {
+      for (json& tool : upstreams_->Tools()) {
+        if (policy::Visible(*policy, who, tool["name"].get<std::string>(), {}))
+          list.push_back(std::move(tool));
+      }
+    }
+  }
+  // One page holds every tool: a cursor is never issued, and one sent anyway is ignored.
   return mcp::Response{request.id, {{"tools", std::move(list)}}};
 }
 
-mcp::Message McpSession::CallTool(const mcp::Request& request) {
+mcp::Message McpSession::CallTool(const mcp::Request& request, InFlight& flight) {
   const json* params = request.params ? &*request.params : nullptr;
   if (params == nullptr || !params->is_object() || !params->contains("name") ||
       !(*params)["name"].is_string())
     return mcp::MakeError(request.id, mcp::kInvalidParams,
                           "tools/call needs params.name (a string)");
   CallContext call;
+  call.tenant = caller_.tenant;
+  call.user = caller_.user;
+  call.agent = caller_.agent;
+  call.scope = caller_.scope;
   call.session = options_.session_id;
   call.tool = (*params)["name"].get<std::string>();
+  call.cancel = flight.cancel;
+  flight.tool = call.tool;
   if (params->contains("arguments")) {
     const json& args = (*params)["arguments"];
     if (!args.is_object())
@@ -147,9 +364,13 @@ mcp::Message McpSession::CallTool(const mcp::Request& request) {
                             "tools/call params.arguments must be an object");
     call.arguments = args;
   }
-  if (const BuiltinTool* tool = tools_.Find(call.tool)) call.server = tool->server;
+  if (const BuiltinTool* tool = core_.tools().Find(call.tool)) {
+    call.server = tool->server;
+  } else if (upstreams_) {
+    upstreams_->Route(call, *params, flight);
+  }
 
-  StageOutcome outcome = pipeline_.Run(call);
+  StageOutcome outcome = core_.pipeline().Run(call);
   switch (outcome.result) {
     case StageResult::kContinue:
       if (call.result) return mcp::Response{request.id, call.result->mcp_result};
@@ -177,6 +398,62 @@ mcp::Message McpSession::CallTool(const mcp::Request& request) {
   }
   return mcp::MakeError(request.id, mcp::kInternalError,
                         "warden could not complete the call" + where + ": " + outcome.reason);
+}
+
+// ---- everything else an upstream serves ----
+
+mcp::Message McpSession::Forward(const mcp::Request& request, InFlight& flight) {
+  if (!upstreams_ || !upstreams_->Any()) {
+    // Built-ins only: empty lists, and nothing to read.
+    const std::string& m = request.method;
+    if (m == "resources/list") return mcp::Response{request.id, {{"resources", json::array()}}};
+    if (m == "resources/templates/list")
+      return mcp::Response{request.id, {{"resourceTemplates", json::array()}}};
+    if (m == "prompts/list") return mcp::Response{request.id, {{"prompts", json::array()}}};
+    if (m == "logging/setLevel") return mcp::Response{request.id, json::object()};
+    if (m == "resources/read" || m == "resources/subscribe" || m == "resources/unsubscribe")
+      return mcp::MakeError(request.id, mcp::kResourceNotFound, "Resource not found");
+    if (m == "completion/complete")
+      return mcp::Response{request.id, {{"completion", {{"values", json::array()}}}}};
+    return mcp::MakeError(request.id, mcp::kInvalidParams, "unknown prompt");
+  }
+  return upstreams_->Forward(request, flight, caller_, options_.session_id);
+}
+
+// Runs a forwarded, non-tool request through the pipeline. Shared with SessionUpstreams.
+mcp::Message McpSession::Decided(const mcp::Request& request, CallContext& call,
+                                 const std::function<mcp::Message()>& send) {
+  std::optional<mcp::Message> upstream_reply;
+  call.forward = [&](CallContext&) -> Result<ToolResult> {
+    upstream_reply = send();
+    ToolResult r;
+    if (auto* ok = std::get_if<mcp::Response>(&*upstream_reply)) {
+      r.mcp_result = ok->result;
+      r.text = TextOf(ok->result);
+    } else if (auto* err = std::get_if<mcp::ErrorResponse>(&*upstream_reply)) {
+      r.is_error = true;
+      r.text = err->message;
+      r.mcp_result = {{"error", {{"code", err->code}, {"message", err->message}}}};
+    }
+    return r;
+  };
+  StageOutcome outcome = core_.pipeline().Run(call);
+  if (outcome.result == StageResult::kContinue && upstream_reply) {
+    mcp::Message reply = std::move(*upstream_reply);
+    if (auto* ok = std::get_if<mcp::Response>(&reply)) ok->id = request.id;
+    if (auto* err = std::get_if<mcp::ErrorResponse>(&reply)) err->id = request.id;
+    return reply;
+  }
+  if (outcome.result == StageResult::kDeny && outcome.refusal == Refusal::kDenied) {
+    std::string text = "warden denied this request: " + outcome.reason;
+    if (!outcome.rule.empty()) text += " [rule: " + outcome.rule + "]";
+    return mcp::MakeError(request.id, kDeniedByPolicy, text);
+  }
+  if (outcome.result == StageResult::kDeny && outcome.refusal == Refusal::kUnknownTool)
+    return mcp::MakeError(request.id, mcp::kInvalidParams,
+                          "not available to this caller: " + request.method);
+  return mcp::MakeError(request.id, mcp::kInternalError,
+                        "warden could not complete " + request.method + ": " + outcome.reason);
 }
 
 }  // namespace warden::gateway

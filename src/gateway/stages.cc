@@ -43,6 +43,12 @@ StageOutcome PolicyStage::Run(CallContext& call) {
 }
 
 StageOutcome ExecuteStage::Run(CallContext& call) {
+  if (call.forward) {
+    auto result = call.forward(call);
+    if (!result) return StageOutcome::Deny(Refusal::kInternal, result.status().message());
+    call.result = std::move(*result);
+    return StageOutcome::Continue();
+  }
   const BuiltinTool* tool = tools_.Find(call.tool);
   if (tool == nullptr)
     return StageOutcome::Deny(Refusal::kUnknownTool, "unknown tool: " + call.tool);
@@ -58,7 +64,8 @@ StageOutcome ExecuteStage::Run(CallContext& call) {
                                 "sandbox profile '" + name + "' is not defined");
     }
   }
-  auto result = tool->run(call.arguments, profile);
+  ToolEnv env{.profile = std::move(profile), .policy = call.policy.get(), .cancel = call.cancel};
+  auto result = tool->run(call.arguments, env);
   if (!result)
     return StageOutcome::Deny(Refusal::kInvalidArguments, "invalid arguments for " + call.tool +
                                                               ": " + result.status().message());

@@ -26,21 +26,19 @@ class StdioServerTest : public ::testing::Test {
  protected:
   void Start(std::shared_ptr<const policy::Policy> policy,
              std::size_t max_bytes = 4 * 1024 * 1024) {
-    holder_.Set(std::move(policy));
-    log_ = OpenAudit(dir_.File("warden.db"));
-    ASSERT_NE(log_, nullptr);
-    pipeline_ = BuildStandardPipeline(
-        {&holder_, &kills_, &tools_, log_.get(), Caller{"", "tester", "", ""}});
-    session_ = std::make_unique<McpSession>(
-        *pipeline_, tools_, holder_, Caller{"", "tester", "", ""},
-        SessionOptions{
-            .server_version = "9.9", .session_id = "sess-1", .max_message_bytes = max_bytes});
+    gw_ = std::make_unique<testing::TestGateway>(
+        std::move(policy), dir_.File("warden.db"), Caller{"", "tester", "", ""},
+        GatewayOptions{.server_version = "9.9"});
+    ASSERT_NE(gw_->audit, nullptr);
+    log_ = gw_->audit.get();
+    session_ = gw_->NewSession(Caller{"", "tester", "", ""}, "sess-1");
+    max_bytes_ = max_bytes;
     int sv[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     client_ = sv[0];
     server_fd_ = sv[1];
     server_ =
-        std::thread([this] { served_ = StdioServer(*session_).Serve(server_fd_, server_fd_); });
+        std::thread([this] { served_ = StdioServer(session_, max_bytes_).Serve(server_fd_, server_fd_); });
   }
 
   void TearDown() override {
@@ -101,12 +99,10 @@ class StdioServerTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  policy::PolicyHolder holder_;
-  KillSwitches kills_;
-  BuiltinTools tools_ = BuiltinTools::Default();
-  std::unique_ptr<audit::AuditLog> log_;
-  std::unique_ptr<Pipeline> pipeline_;
-  std::unique_ptr<McpSession> session_;
+  std::unique_ptr<testing::TestGateway> gw_;
+  audit::AuditLog* log_ = nullptr;
+  std::size_t max_bytes_ = 0;
+  std::shared_ptr<McpSession> session_;
   int client_ = -1, server_fd_ = -1;
   std::thread server_;
   Status served_;
@@ -292,7 +288,7 @@ TEST_F(StdioServerTest, InvalidArgumentsAreAToolErrorTheModelCanFix) {
 
 TEST_F(StdioServerTest, KilledToolIsDeniedOverTheWire) {
   Start(DefaultPolicy());
-  kills_.Kill(KillScope::kTool, "sandbox__exec", "maintenance");
+  gw_->kills.Kill(KillScope::kTool, "sandbox__exec", "maintenance");
   Initialize();
   json r = CallExec(2, {{"command", "echo hi"}});
   EXPECT_EQ(r["result"]["isError"], true);

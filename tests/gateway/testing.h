@@ -5,6 +5,11 @@
 #include <string>
 
 #include "audit/audit_log.h"
+#include "gateway/builtin_tools.h"
+#include "gateway/gateway.h"
+#include "gateway/kill_switches.h"
+#include "gateway/session.h"
+#include "policy/holder.h"
 #include "policy/policy.h"
 
 namespace warden::gateway::testing {
@@ -27,5 +32,20 @@ std::shared_ptr<const policy::Policy> PolicyFromText(const std::string& yaml);
 std::unique_ptr<audit::AuditLog> OpenAudit(const std::string& path);
 // Writes `text` to `path`.
 void WriteFile(const std::string& path, const std::string& text);
+
+// A whole gateway core on real parts: the policy given, an audit log in `dir`, in-memory kill
+// switches, the built-in tools. Sessions made with NewSession are registered with the core.
+struct TestGateway {
+  TestGateway(std::shared_ptr<const policy::Policy> policy, const std::string& audit_path,
+              Caller caller = {"", "tester", "", ""}, GatewayOptions options = {});
+  std::shared_ptr<McpSession> NewSession(Caller caller = {"", "tester", "", ""},
+                                         std::string id = "");
+
+  policy::PolicyHolder holder;
+  std::unique_ptr<audit::AuditLog> audit;
+  KillSwitches kills;
+  BuiltinTools tools = BuiltinTools::Default();
+  std::unique_ptr<GatewayCore> core;  // last: destroyed first
+};
 
 }  // namespace warden::gateway::testing

@@ -1,0 +1,255 @@
+#include "cli/gateway_setup.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "gateway/default_policy.h"
+#include "gateway/session.h"
+#include "policy/policy.h"
+#ifdef WARDEN_HAVE_UPSTREAM
+#include "upstream/client.h"
+#endif
+
+namespace warden::cli {
+
+using nlohmann::json;
+
+void GatewayFlags::AddTo(CLI::App* sub) {
+  sub->add_option("--config", config,
+                  "Policy file (YAML); default: the embedded safe default policy");
+  sub->add_option("--audit-db", audit_db,
+                  "Audit log database (SQLite); default: the policy's storage.sqlite, else "
+                  "./var/warden/warden.db");
+  sub->add_option("--upstream", upstreams,
+                  "Front an MCP server: NAME=stdio:'COMMAND ARGS' (run in a sandbox) or "
+                  "NAME=http://HOST:PORT/PATH (repeatable)")
+      ->type_name("NAME=stdio:CMD|NAME=URL");
+  sub->add_flag("--no-prefix", no_prefix,
+                "With one --upstream: expose its tool names unchanged (no NAME__ prefix)");
+}
+
+Result<std::vector<std::string>> SplitCommand(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (quote == '\'') {
+      if (c == '\'') quote = 0;
+      else word += c;
+    } else if (quote == '"') {
+      if (c == '"') quote = 0;
+      else if (c == '\\' && i + 1 < text.size() && (text[i + 1] == '"' || text[i + 1] == '\\'))
+        word += text[++i];
+      else word += c;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == '\\' && i + 1 < text.size()) {
+      word += text[++i];
+      in_word = true;
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (quote) return Status::Error(std::string("unclosed ") + quote + " quote in '" + text + "'");
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
+Result<UpstreamFlag> ParseUpstreamFlag(const std::string& text) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return Status::Error("--upstream " + text +
+                         ": expected NAME=stdio:'COMMAND ARGS' or NAME=http://HOST:PORT/PATH");
+  UpstreamFlag flag;
+  flag.name = text.substr(0, eq);
+  for (char c : flag.name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'))
+      return Status::Error("--upstream " + text + ": the name may hold letters, digits, _ and -");
+  }
+  std::string rest = text.substr(eq + 1);
+  if (rest.rfind("stdio:", 0) == 0) {
+    auto words = SplitCommand(rest.substr(6));
+    if (!words) return words.status().Wrap("--upstream " + flag.name);
+    if (words->empty()) return Status::Error("--upstream " + flag.name + ": empty command");
+    flag.command = std::move(*words);
+  } else if (rest.rfind("http://", 0) == 0 || rest.rfind("https://", 0) == 0) {
+    flag.url = rest;
+  } else {
+    return Status::Error("--upstream " + text +
+                         ": expected stdio:'COMMAND ARGS' or an http:// or https:// URL after '='");
+  }
+  return flag;
+}
+
+namespace {
+
+std::string Quoted(const std::string& s) { return json(s).dump(); }  // JSON strings are YAML
+
+}  // namespace
+
+Result<std::shared_ptr<const policy::Policy>> PolicyFromFlags(const GatewayFlags& flags) {
+  std::vector<UpstreamFlag> ups;
+  for (const std::string& text : flags.upstreams) {
+    auto flag = ParseUpstreamFlag(text);
+    if (!flag) return flag.status();
+    for (const auto& other : ups)
+      if (other.name == flag->name)
+        return Status::Error("--upstream " + flag->name + " is given twice");
+    ups.push_back(std::move(*flag));
+  }
+  if (flags.no_prefix && ups.size() != 1)
+    return Status::Error("--no-prefix needs exactly one --upstream (tool names would collide)");
+
+  if (!flags.config.empty()) {
+    auto loaded = policy::LoadPolicyFile(flags.config);
+    if (!loaded) return loaded.status();
+    for (const auto& up : ups) {
+      if (loaded->upstreams.count(up.name))
+        return Status::Error("--upstream " + up.name + ": the policy file already has an upstream of that name");
+      policy::Upstream u;
+      u.command = up.command;
+      u.url = up.url;
+      u.prefix = flags.no_prefix ? "" : up.name;
+      loaded->upstreams[up.name] = std::move(u);
+    }
+    return std::make_shared<const policy::Policy>(std::move(*loaded));
+  }
+  if (ups.empty()) {
+    auto loaded = gateway::LoadDefaultPolicy();
+    if (!loaded) return loaded.status();
+    return std::make_shared<const policy::Policy>(std::move(*loaded));
+  }
+  // Quick use: the embedded default plus the upstreams the user named on the command line, whose
+  // tools (and resources, prompts...) are allowed at risk medium. Generated as YAML so that the
+  // real loader checks it: names, prefixes and collisions get the same errors as in a file.
+  std::string yaml = std::string(gateway::DefaultPolicyText());
+  std::string upstream_yaml = "upstreams:\n";
+  std::string rules;
+  for (const auto& up : ups) {
+    upstream_yaml += "  " + up.name + ":\n";
+    if (!up.command.empty()) {
+      upstream_yaml += "    command: [";
+      for (size_t i = 0; i < up.command.size(); ++i)
+        upstream_yaml += (i ? ", " : "") + Quoted(up.command[i]);
+      upstream_yaml += "]\n";
+    } else {
+      upstream_yaml += "    url: " + Quoted(up.url) + "\n";
+    }
+    if (flags.no_prefix) upstream_yaml += "    prefix: \"\"\n";
+    rules += "  - match: { server: " + Quoted(up.name) + " }\n    risk: medium\n    effect: allow\n";
+  }
+  // The default's tools: list is followed by its defaults: insert the upstream rules after it.
+  auto defaults_at = yaml.find("defaults:");
+  if (defaults_at == std::string::npos) return Status::Error("embedded default policy: no defaults section");
+  yaml.insert(defaults_at, rules);
+  yaml = upstream_yaml + yaml;
+  auto loaded = policy::LoadPolicyText(yaml, "<embedded default policy + --upstream>");
+  if (!loaded) return loaded.status();
+  return std::make_shared<const policy::Policy>(std::move(*loaded));
+}
+
+Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, gateway::Caller caller,
+                                                std::ostream& log) {
+  // SIGHUP asks for a policy reload: the watcher thread takes it with sigtimedwait, so no other
+  // thread may receive it. Blocked before any thread starts (threads inherit the mask).
+  sigset_t hup;
+  sigemptyset(&hup);
+  sigaddset(&hup, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &hup, nullptr);
+
+  std::unique_ptr<Gateway> g(new Gateway(flags, log));
+  auto policy = PolicyFromFlags(flags);
+  if (!policy) return policy.status();
+  if (flags.audit_db.empty() && !flags.config.empty() && !(*policy)->storage.postgres.empty())
+    return Status::Error("storage.postgres is not supported yet; use storage.sqlite or --audit-db");
+  audit::AuditOptions audit_options;
+  audit_options.path = !flags.audit_db.empty() ? flags.audit_db
+                       : flags.config.empty()  ? audit_options.path
+                                               : (*policy)->storage.sqlite;
+  audit_options.sync =
+      (*policy)->storage.sync_full ? audit::SyncLevel::kFull : audit::SyncLevel::kNormal;
+  auto log_opened = audit::AuditLog::Open(audit_options);
+  if (!log_opened) return log_opened.status().Wrap("audit log " + audit_options.path);
+  g->audit_ = std::move(*log_opened);
+  g->audit_path_ = audit_options.path;
+  g->holder_.Set(*policy);
+  g->switches_ = std::make_unique<gateway::KillSwitches>();
+  g->tools_ = gateway::BuiltinTools::Default();
+
+  gateway::GatewayOptions options;
+#ifdef WARDEN_HAVE_UPSTREAM
+  options.make_upstream = [](upstream::Spec spec, upstream::Events events,
+                             upstream::ClientOptions client_options) {
+    return upstream::Client::Create(std::move(spec), std::move(events), std::move(client_options));
+  };
+#endif
+  g->core_ = std::make_unique<gateway::GatewayCore>(g->holder_, *g->audit_, *g->switches_,
+                                                    g->tools_, std::move(caller), options);
+  if (!flags.config.empty()) g->watcher_ = std::thread([raw = g.get()] { raw->Watch(); });
+  return g;
+}
+
+Gateway::~Gateway() {
+  stop_ = true;
+  if (watcher_.joinable()) watcher_.join();
+  core_.reset();
+}
+
+void Gateway::Reload() {
+  std::lock_guard lock(reload_mu_);
+  auto loaded = PolicyFromFlags(flags_);
+  if (!loaded) {
+    log_ << "warden: policy reload failed, the previous policy stays in force: "
+         << loaded.status().message() << "\n";
+    log_.flush();
+    return;
+  }
+  holder_.Set(*loaded);
+  log_ << "warden: policy reloaded from " << flags_.config << "\n";
+  log_.flush();
+}
+
+void Gateway::Watch() {
+  // Reload on SIGHUP, and when the file's modification time or size changes (checked about once
+  // a second: editors replace files, so the path is stat'ed, not an inode watched).
+  auto stamp = [this]() -> std::pair<int64_t, int64_t> {
+    struct stat st{};
+    if (stat(flags_.config.c_str(), &st) != 0) return {-1, -1};
+    return {static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+            static_cast<int64_t>(st.st_size)};
+  };
+  auto last = stamp();
+  sigset_t hup;
+  sigemptyset(&hup);
+  sigaddset(&hup, SIGHUP);
+  int ticks = 0;
+  while (!stop_.load()) {
+    timespec wait{0, 250 * 1000 * 1000};
+    int sig = sigtimedwait(&hup, nullptr, &wait);
+    if (stop_.load()) break;
+    if (sig == SIGHUP) {
+      Reload();
+      last = stamp();
+      continue;
+    }
+    if (++ticks % 4 != 0) continue;
+    auto now = stamp();
+    if (now != last && now.first != -1) {
+      last = now;
+      Reload();
+    }
+  }
+}
+
+}  // namespace warden::cli

@@ -1,0 +1,83 @@
+// What `warden mcp` and `warden serve` share: their common flags, and turning them into a running
+// gateway core (policy in force, audit log, kill switches, built-in tools, upstream client, tool
+// pins, hot reload of the policy file).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "audit/audit_log.h"
+#include "common/status.h"
+#include "gateway/builtin_tools.h"
+#include "gateway/gateway.h"
+#include "gateway/kill_switches.h"
+#include "policy/holder.h"
+
+namespace warden::cli {
+
+struct GatewayFlags {
+  std::string config;                  // --config
+  std::string audit_db;                // --audit-db
+  std::vector<std::string> upstreams;  // --upstream NAME=stdio:'CMD ARGS' | NAME=http://URL
+  bool no_prefix = false;              // --no-prefix
+
+  void AddTo(CLI::App* sub);
+};
+
+// Splits `text` into words like a shell would for a simple command: whitespace separates,
+// single and double quotes group, backslash escapes outside single quotes. Error on an unclosed
+// quote.
+Result<std::vector<std::string>> SplitCommand(const std::string& text);
+
+// One --upstream flag: NAME=stdio:COMMAND... or NAME=http(s)://URL.
+struct UpstreamFlag {
+  std::string name;
+  std::vector<std::string> command;
+  std::string url;
+};
+Result<UpstreamFlag> ParseUpstreamFlag(const std::string& text);
+
+// The policy the flags ask for: the --config file, or the embedded default; with --upstream
+// flags and no config, the embedded default plus those upstreams, whose tools are allowed at
+// risk medium (the quick-use mode); with a config, the flags' upstreams are added to it (its
+// rules decide their tools). Errors name the flag or file.
+Result<std::shared_ptr<const policy::Policy>> PolicyFromFlags(const GatewayFlags& flags);
+
+// A running gateway core and everything it borrows. Destroying it stops the policy watcher,
+// closes sessions and joins the workers.
+class Gateway {
+ public:
+  static Result<std::unique_ptr<Gateway>> Start(const GatewayFlags& flags, gateway::Caller caller,
+                                                std::ostream& log);
+  ~Gateway();
+
+  gateway::GatewayCore& core() { return *core_; }
+  policy::PolicyHolder& policy() { return holder_; }
+  const std::string& audit_path() const { return audit_path_; }
+  // Loads the --config file again now (SIGHUP); a bad file keeps the policy in force.
+  void Reload();
+
+ private:
+  Gateway(GatewayFlags flags, std::ostream& log) : flags_(std::move(flags)), log_(log) {}
+  void Watch();
+
+  GatewayFlags flags_;
+  std::ostream& log_;
+  policy::PolicyHolder holder_;
+  std::unique_ptr<audit::AuditLog> audit_;
+  std::unique_ptr<gateway::KillSwitches> switches_;
+  gateway::BuiltinTools tools_;
+  std::unique_ptr<gateway::GatewayCore> core_;
+  std::string audit_path_;
+  std::mutex reload_mu_;
+  std::atomic<bool> stop_{false};
+  std::thread watcher_;
+};
+
+}  // namespace warden::cli

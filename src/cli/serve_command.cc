@@ -1,0 +1,186 @@
+#include "cli/serve_command.h"
+
+#include <arpa/inet.h>
+#include <pwd.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <mutex>
+
+#include "gateway/http_server.h"
+#include "gateway/identity.h"
+#include "gateway/session.h"
+#include "sandbox/options.h"
+
+namespace warden::cli {
+
+namespace {
+
+std::string LoginName() {
+  if (const passwd* pw = getpwuid(geteuid()); pw != nullptr && pw->pw_name != nullptr)
+    return pw->pw_name;
+  return "local";
+}
+
+bool IsLoopback(const std::string& host) {
+  if (host == "localhost" || host == "::1") return true;
+  in_addr a{};
+  return inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+// The gateway as the HTTP server sees it: callers authenticated against the policy in force (the
+// authenticator is rebuilt when a reload changes the policy), one McpSession per MCP session.
+class ServeHost : public gateway::SessionHost {
+ public:
+  ServeHost(Gateway& gateway, gateway::IdentityOptions identity)
+      : gateway_(gateway), identity_(std::move(identity)) {}
+
+  Status Prepare() {
+    auto policy = gateway_.policy().Current();
+    auto auth = gateway::Authenticator::Create(*policy, identity_);
+    if (!auth) return auth.status();
+    std::lock_guard lock(mu_);
+    auth_policy_ = policy;
+    auth_ = std::make_shared<gateway::Authenticator>(std::move(*auth));
+    return Status::Ok();
+  }
+
+  Result<gateway::Caller> Authenticate(std::string_view authorization,
+                                       const std::string&) override {
+    auto policy = gateway_.policy().Current();
+    std::shared_ptr<gateway::Authenticator> auth;
+    {
+      std::lock_guard lock(mu_);
+      if (policy != auth_policy_) {
+        // A reload: new keys, tenants and JWKS. If the new identity section cannot be used, the
+        // previous authenticator stays (as the previous policy would have).
+        auto rebuilt = gateway::Authenticator::Create(*policy, identity_);
+        if (rebuilt) auth_ = std::make_shared<gateway::Authenticator>(std::move(*rebuilt));
+        auth_policy_ = policy;
+      }
+      auth = auth_;
+    }
+    return auth->Authenticate(authorization);
+  }
+
+  std::shared_ptr<gateway::McpSession> CreateSession(const gateway::Caller& caller) override {
+    auto session = std::make_shared<gateway::McpSession>(
+        gateway_.core(), caller, gateway::SessionOptions{.transport = "http"});
+    gateway_.core().Register(session);
+    return session;
+  }
+
+ private:
+  Gateway& gateway_;
+  gateway::IdentityOptions identity_;
+  std::mutex mu_;
+  std::shared_ptr<const policy::Policy> auth_policy_;
+  std::shared_ptr<gateway::Authenticator> auth_;
+};
+
+}  // namespace
+
+ServeCommand::ServeCommand(CLI::App& app, std::ostream& err) : err_(err) {
+  sub_ = app.add_subcommand(
+      "serve", "Serve MCP over Streamable HTTP: every tool call decided by policy and audited");
+  flags_.AddTo(sub_);
+  sub_->add_option("--listen", listen_,
+                   "HOST:PORT to listen on (default: the policy's listen, 127.0.0.1:8787; port 0 "
+                   "picks a free one)");
+  sub_->add_option("--allow-origin", origins_,
+                   "Browser origin allowed to call (scheme://host[:port]; repeatable)");
+  sub_->add_option("--max-body", max_body_, "Largest POST body (default 4M)");
+  sub_->add_option("--session-idle", idle_, "Close sessions idle this long (default 30m)");
+  sub_->add_option("--threads", threads_, "HTTP I/O threads (default 2)");
+}
+
+int ServeCommand::Execute() {
+  signal(SIGPIPE, SIG_IGN);
+  // SIGINT and SIGTERM end warden: taken here with sigwait, so blocked before any thread starts.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  gateway::HttpServerOptions http;
+  auto policy = PolicyFromFlags(flags_);
+  if (!policy) {
+    err_ << "warden serve: " << policy.status().message() << "\n";
+    return 2;
+  }
+  std::string listen = !listen_.empty() ? listen_ : (*policy)->listen;
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    err_ << "warden serve: --listen " << listen << ": expected HOST:PORT\n";
+    return 2;
+  }
+  http.host = listen.substr(0, colon);
+  if (http.host.size() > 2 && http.host.front() == '[' && http.host.back() == ']')
+    http.host = http.host.substr(1, http.host.size() - 2);
+  try {
+    int port = std::stoi(listen.substr(colon + 1));
+    if (port < 0 || port > 65535) throw std::out_of_range("port");
+    http.port = static_cast<uint16_t>(port);
+  } catch (const std::exception&) {
+    err_ << "warden serve: --listen " << listen << ": the port must be a number from 0 to 65535\n";
+    return 2;
+  }
+  auto body = sandbox::ParseSize(max_body_);
+  if (!body || *body == 0) {
+    err_ << "warden serve: --max-body " << max_body_ << ": expected a size such as 4M\n";
+    return 2;
+  }
+  http.max_body_bytes = *body;
+  auto idle = sandbox::ParseDuration(idle_);
+  if (!idle || *idle < 1000) {
+    err_ << "warden serve: --session-idle " << idle_ << ": expected a duration of 1s or more\n";
+    return 2;
+  }
+  http.session_idle_timeout = std::chrono::seconds(*idle / 1000);
+  http.allowed_origins = origins_;
+  http.threads = std::max(1, threads_);
+
+  const bool local = flags_.config.empty() && IsLoopback(http.host);
+  gateway::Caller local_caller{"", LoginName(), "", ""};
+  auto started = Gateway::Start(flags_, local_caller, err_);
+  if (!started) {
+    err_ << "warden serve: " << started.status().message() << "\n";
+    return 2;
+  }
+  Gateway& g = **started;
+  ServeHost host(g, gateway::IdentityOptions{.local_single_user = local,
+                                              .local_user = local_caller.user});
+  if (Status st = host.Prepare(); !st.ok()) {
+    err_ << "warden serve: identity: " << st.message() << "\n";
+    return 2;
+  }
+  gateway::HttpServer server(host, http);
+  if (Status st = server.Start(); !st.ok()) {
+    err_ << "warden serve: " << st.message() << "\n";
+    return 2;
+  }
+  const std::string shown_host = http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host;
+  const std::string endpoint =
+      "http://" + shown_host + ":" + std::to_string(server.port()) + http.path;
+  err_ << "warden: MCP endpoint " << endpoint << "\n";
+  err_ << "warden serve: policy " << (flags_.config.empty() ? "<embedded default>" : flags_.config)
+       << ", audit log " << g.audit_path() << "\n";
+  if (local && g.policy().Current()->identity.tenants.empty()) {
+    err_ << "warden serve: no config file and a loopback address: serving one local user ("
+         << local_caller.user << ") without keys\n";
+  }
+  err_ << "warden serve: connect an MCP client to " << endpoint
+       << " (Streamable HTTP), e.g. npx @modelcontextprotocol/inspector --cli " << endpoint
+       << " --transport http --method tools/list\n";
+  err_.flush();
+
+  int sig = 0;
+  sigwait(&stop, &sig);
+  err_ << "warden serve: stopping (signal " << sig << ")\n";
+  err_.flush();
+  server.Stop();
+  return 0;
+}
+
+}  // namespace warden::cli

@@ -1,0 +1,96 @@
+// What every session of one warden process shares: the policy in force, the audit log, the kill
+// switches, the built-in tools, the pipeline, the worker pool, and how to reach upstream servers.
+// Transports create sessions from it (`warden mcp`: one; `warden serve`: one per MCP session).
+// Contract: docs/gateway.md.
+#pragma once
+
+#include <boost/asio/thread_pool.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "audit/audit_log.h"
+#include "common/status.h"
+#include "gateway/builtin_tools.h"
+#include "gateway/kill_switches.h"
+#include "gateway/pipeline.h"
+#include "gateway/stages.h"
+#include "policy/holder.h"
+#include "upstream/client.h"
+
+namespace warden::gateway {
+
+class McpSession;
+class ToolPins;
+
+// How to make an upstream client (upstream::Client::Create in the warden binary). Unset: the
+// gateway has no upstreams (a policy that names some is refused at session start with a clear
+// error). A seam only so that the gateway library does not force the client on every test.
+using UpstreamFactory = std::function<Result<std::unique_ptr<upstream::Client>>(
+    upstream::Spec, upstream::Events, upstream::ClientOptions)>;
+
+// Optional: reviews an upstream's tools/list against the pinned manifest (rug-pull defence) and
+// returns the upstream tool names that may be shown. Unset: every tool is shown.
+using PinReview = std::function<Result<std::vector<std::string>>(
+    const std::string& server, const std::string& prefix, const nlohmann::json& tools)>;
+
+struct GatewayOptions {
+  std::string server_version = "0.1.0";
+  int worker_threads = 64;  // calls block a worker while they run (sandbox, upstream)
+  std::chrono::milliseconds upstream_ready_timeout{20000};
+  UpstreamFactory make_upstream;
+  PinReview pin_review;
+};
+
+// Everything a session needs; nothing here is owned by a session. Thread-safe.
+class GatewayCore {
+ public:
+  // Nothing is owned but the pipeline and the pool; policy, audit, switches and tools must
+  // outlive the core.
+  GatewayCore(policy::PolicyHolder& policy, audit::AuditLog& audit, KillSwitches& switches,
+              const BuiltinTools& tools, Caller default_caller, GatewayOptions options = {});
+  ~GatewayCore();
+
+  policy::PolicyHolder& policy() { return policy_; }
+  audit::AuditLog& audit() { return audit_; }
+  KillSwitches& kill_switches() { return switches_; }
+  const BuiltinTools& tools() const { return tools_; }
+  Pipeline& pipeline() { return *pipeline_; }
+  const GatewayOptions& options() const { return options_; }
+
+  // Runs `work` on the worker pool.
+  void Post(std::function<void()> work);
+
+  // The sandbox options a stdio upstream runs with: the policy's profile for it when named,
+  // else the default (read-only: the executable's directory, the directories of absolute paths
+  // among its arguments, the current directory; no network; no limits that need cgroups), plus
+  // its egress allow-list.
+  static Result<sandbox::Options> UpstreamSandbox(const policy::Policy& policy,
+                                                  const policy::Upstream& upstream);
+
+  // Sessions register so that a kill switch can reach their calls in flight.
+  void Register(const std::shared_ptr<McpSession>& session);
+  void Unregister(const McpSession* session);
+  std::vector<std::shared_ptr<McpSession>> Sessions() const;
+
+ private:
+  policy::PolicyHolder& policy_;
+  audit::AuditLog& audit_;
+  KillSwitches& switches_;
+  const BuiltinTools& tools_;
+  GatewayOptions options_;
+  std::unique_ptr<Pipeline> pipeline_;
+  boost::asio::thread_pool pool_;
+  mutable std::mutex sessions_mu_;
+  std::vector<std::weak_ptr<McpSession>> sessions_;
+};
+
+// The name an upstream item is exposed under: PREFIX__NAME, or NAME when the prefix is empty.
+std::string ExposedName(const std::string& prefix, const std::string& name);
+
+// The name the policy decides a non-tool request on an upstream by: UPSTREAM__METHOD
+// ("everything__resources/read", "files__prompts/get", "everything__sampling/createMessage").
+std::string MethodToolName(const std::string& upstream, const std::string& method);
+
+}  // namespace warden::gateway

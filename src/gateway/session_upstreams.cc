@@ -1,0 +1,565 @@
+#include "gateway/session_upstreams.h"
+
+#include <chrono>
+
+#include "gateway/gateway.h"
+
+namespace warden::gateway {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+// How long a request an upstream makes of the client (sampling: a model call; elicitation: a
+// human) may take before the upstream gets an error.
+constexpr auto kClientAnswerTimeout = 300s;
+
+mcp::Message LocalError(const mcp::Id& id, int code, std::string message) {
+  return mcp::MakeError(id, code, std::move(message));
+}
+
+// The part of a URI template before its first expression: enough to route a read of a URI that
+// no listing named to the server whose templates could have produced it.
+std::string TemplatePrefix(const std::string& tmpl) { return tmpl.substr(0, tmpl.find('{')); }
+
+}  // namespace
+
+SessionUpstreams::~SessionUpstreams() { StopAll(); }
+
+Status SessionUpstreams::Start(const policy::Policy& policy, const json& client_caps,
+                               const json& client_info, const std::string& protocol_version) {
+  if (policy.upstreams.empty()) return Status::Ok();
+  if (!core_.options().make_upstream)
+    return Status::Error("the policy names upstream servers but this gateway has no MCP client");
+  json offered = json::object();
+  for (const char* cap : {"sampling", "elicitation", "roots"}) {
+    if (client_caps.is_object() && client_caps.contains(cap)) offered[cap] = client_caps[cap];
+  }
+  std::string client_name = client_info.is_object() ? client_info.value("name", "") : "";
+  for (const auto& [name, up] : policy.upstreams) {
+    auto entry = std::make_unique<Entry>();
+    entry->name = name;
+    entry->prefix = up.prefix;
+    upstream::Spec spec;
+    spec.name = name;
+    spec.command = up.command;
+    spec.url = up.url;
+    if (!up.command.empty()) {
+      auto box = GatewayCore::UpstreamSandbox(policy, up);
+      if (!box) return box.status().Wrap("upstream " + name);
+      spec.sandbox = std::move(*box);
+    }
+    upstream::ClientOptions options;
+    options.client_capabilities = offered;
+    options.client_info = {{"name", client_name.empty() ? "warden" : "warden for " + client_name},
+                           {"version", core_.options().server_version}};
+    options.protocol_version = protocol_version;
+    options.connect_timeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(core_.options().upstream_ready_timeout);
+    Entry* raw = entry.get();
+    std::weak_ptr<SessionUpstreams> weak = weak_from_this();
+    upstream::Events events;
+    events.on_notification = [weak, raw](const mcp::Notification& note) {
+      if (auto self = weak.lock()) self->OnNotification(*raw, note);
+    };
+    events.on_request = [weak, raw](const mcp::Request& request,
+                                    std::function<void(mcp::Message)> reply) {
+      if (auto self = weak.lock()) {
+        self->OnRequest(*raw, request, std::move(reply));
+      } else {
+        reply(LocalError(request.id, mcp::kInternalError, "the session has ended"));
+      }
+    };
+    events.on_state = [weak, raw](upstream::State state, const std::string& why) {
+      if (auto self = weak.lock()) self->OnState(*raw, state, why);
+    };
+    auto client = core_.options().make_upstream(std::move(spec), std::move(events), options);
+    if (!client) return client.status().Wrap("upstream " + name);
+    entry->client = std::move(*client);
+    entries_.push_back(std::move(entry));
+  }
+  for (auto& entry : entries_) entry->client->Start();
+  return Status::Ok();
+}
+
+void SessionUpstreams::OnState(Entry& entry, upstream::State state, const std::string& why) {
+  if (state == upstream::State::kReady) {
+    bool announce;
+    {
+      std::lock_guard lock(entry.mu);
+      announce = entry.listed;  // a restart: the client may already hold the old list
+      entry.error.clear();
+    }
+    auto self = shared_from_this();
+    core_.Post([self, &entry, announce] { self->ListToolsOf(entry, announce); });
+    return;
+  }
+  if (state == upstream::State::kStopped) {
+    std::lock_guard lock(entry.mu);
+    entry.gone = true;
+    entry.error = why;
+    entry.cv.notify_all();
+  }
+}
+
+void SessionUpstreams::ListToolsOf(Entry& entry, bool announce) {
+  if (stopped_.load()) return;
+  auto listed = ListAll(entry, "tools/list", "tools");
+  std::set<std::string> shown;
+  std::string error;
+  json tools = json::array();
+  if (listed) {
+    for (json& t : *listed) {
+      if (t.is_object() && t.contains("name") && t["name"].is_string()) tools.push_back(std::move(t));
+    }
+    if (core_.options().pin_review) {
+      auto allowed = core_.options().pin_review(entry.name, entry.prefix, tools);
+      if (allowed) {
+        shown.insert(allowed->begin(), allowed->end());
+      } else {
+        error = "tool pins: " + allowed.status().message();  // fail closed: nothing shown
+      }
+    } else {
+      for (const json& t : tools) shown.insert(t["name"].get<std::string>());
+    }
+  } else {
+    error = listed.status().message();
+  }
+  {
+    std::lock_guard lock(entry.mu);
+    entry.tools = std::move(tools);
+    entry.shown = std::move(shown);
+    entry.error = error;
+    entry.listed = true;
+  }
+  entry.cv.notify_all();
+  if (announce)
+    session_.SendToStream(mcp::Notification{"notifications/tools/list_changed", std::nullopt});
+}
+
+bool SessionUpstreams::WaitListed(Entry& entry) {
+  std::unique_lock lock(entry.mu);
+  return entry.cv.wait_for(lock, core_.options().upstream_ready_timeout,
+                           [&] { return entry.listed || entry.gone || stopped_.load(); }) &&
+         entry.listed;
+}
+
+Result<json> SessionUpstreams::ListAll(Entry& entry, const std::string& method,
+                                       const char* member) {
+  json all = json::array();
+  json cursor;
+  for (int page = 0; page < 100; ++page) {
+    json params = json::object();
+    if (!cursor.is_null()) params["cursor"] = cursor;
+    mcp::Message reply = SendAndWait(entry, method, params, nullptr);
+    if (auto* err = std::get_if<mcp::ErrorResponse>(&reply))
+      return Status::Error(method + " on upstream " + entry.name + ": " + err->message);
+    const json& result = std::get<mcp::Response>(reply).result;
+    if (result.is_object() && result.contains(member) && result[member].is_array()) {
+      for (const json& item : result[member]) all.push_back(item);
+    }
+    if (!result.is_object() || !result.contains("nextCursor") || result["nextCursor"].is_null())
+      return all;
+    cursor = result["nextCursor"];
+  }
+  return Status::Error(method + " on upstream " + entry.name + ": more than 100 pages");
+}
+
+std::vector<json> SessionUpstreams::Tools() {
+  std::vector<json> out;
+  for (auto& entry : entries_) {
+    if (!WaitListed(*entry)) continue;
+    std::lock_guard lock(entry->mu);
+    for (const json& t : entry->tools) {
+      const std::string name = t["name"].get<std::string>();
+      if (!entry->shown.count(name)) continue;
+      json exposed = t;
+      exposed["name"] = ExposedName(entry->prefix, name);
+      out.push_back(std::move(exposed));
+    }
+  }
+  return out;
+}
+
+void SessionUpstreams::Route(CallContext& call, const json& params, McpSession::InFlight& flight) {
+  for (auto& entry : entries_) {
+    std::string upstream_name;
+    if (entry->prefix.empty()) {
+      upstream_name = call.tool;
+    } else if (call.tool.size() > entry->prefix.size() + 2 &&
+               call.tool.compare(0, entry->prefix.size() + 2, entry->prefix + "__") == 0) {
+      upstream_name = call.tool.substr(entry->prefix.size() + 2);
+    } else {
+      continue;
+    }
+    if (!WaitListed(*entry)) continue;
+    bool known = false, shown = false;
+    {
+      std::lock_guard lock(entry->mu);
+      for (const json& t : entry->tools) known = known || t["name"] == upstream_name;
+      shown = entry->shown.count(upstream_name) > 0;
+    }
+    if (!known) continue;
+    call.server = entry->name;
+    flight.upstream = entry->name;
+    // A tool whose definition changed since it was pinned stays unexecutable: without `forward`
+    // the execute stage answers it as an unknown tool, as tools/list hides it.
+    if (!shown) return;
+    Entry* e = entry.get();
+    McpSession::InFlight* f = &flight;
+    json forwarded = params;
+    forwarded["name"] = upstream_name;
+    call.forward = [this, e, f, forwarded](CallContext& c) -> Result<ToolResult> {
+      json p = forwarded;
+      p["arguments"] = c.arguments;
+      mcp::Message reply = SendAndWait(*e, "tools/call", std::move(p), f);
+      if (auto* err = std::get_if<mcp::ErrorResponse>(&reply)) {
+        if (err->code == mcp::kInvalidParams) {
+          // The upstream refused the arguments or the name: the agent sees it as a tool error.
+          ToolResult r;
+          r.is_error = true;
+          r.text = "upstream " + e->name + " refused the call: " + err->message;
+          r.mcp_result = {{"content", json::array({{{"type", "text"}, {"text", r.text}}})},
+                          {"isError", true}};
+          return r;
+        }
+        return Status::Error("upstream " + e->name + ": " + err->message);
+      }
+      ToolResult r;
+      r.mcp_result = std::get<mcp::Response>(reply).result;
+      if (!r.mcp_result.is_object()) r.mcp_result = json::object();
+      r.is_error = r.mcp_result.value("isError", false);
+      if (r.mcp_result.contains("content") && r.mcp_result["content"].is_array()) {
+        for (const json& part : r.mcp_result["content"]) {
+          if (part.is_object() && part.value("type", "") == "text" && part.contains("text") &&
+              part["text"].is_string()) {
+            if (!r.text.empty()) r.text += "\n";
+            r.text += part["text"].get<std::string>();
+          }
+        }
+      }
+      return r;
+    };
+    return;
+  }
+}
+
+mcp::Message SessionUpstreams::SendAndWait(Entry& entry, const std::string& method, json params,
+                                           McpSession::InFlight* flight) {
+  if (stopped_.load()) return LocalError(0, mcp::kInternalError, "the session has ended");
+  std::string token;
+  if (flight && params.is_object() && params.contains("_meta") && params["_meta"].is_object() &&
+      params["_meta"].contains("progressToken")) {
+    // Two sessions (or two calls) may use the same token: the upstream sees one of ours.
+    token = "warden-" + std::to_string(counter_.fetch_add(1));
+    {
+      std::lock_guard lock(mu_);
+      progress_[token] = {params["_meta"]["progressToken"],
+                          flight->related ? flight->related : MessageSink{}};
+    }
+    params["_meta"]["progressToken"] = token;
+  }
+  auto promise = std::make_shared<std::promise<mcp::Message>>();
+  auto done_once = std::make_shared<std::once_flag>();
+  std::future<mcp::Message> future = promise->get_future();
+  upstream::Client* client = entry.client.get();
+  uint64_t handle = client->Send(method, std::move(params), [promise, done_once](mcp::Message m) {
+    std::call_once(*done_once, [&] { promise->set_value(std::move(m)); });
+  });
+  if (flight) {
+    flight->cancel->OnCancel([client, handle, cancel = flight->cancel] {
+      client->Cancel(handle, cancel->reason());
+    });
+  }
+  mcp::Message reply = future.get();
+  if (flight) flight->cancel->OnCancel({});
+  if (!token.empty()) {
+    std::lock_guard lock(mu_);
+    progress_.erase(token);
+  }
+  return reply;
+}
+
+CallContext SessionUpstreams::ContextFor(const Caller& caller, const std::string& session_id,
+                                         Entry& entry, const std::string& method,
+                                         const json& params) {
+  CallContext call;
+  call.tenant = caller.tenant;
+  call.user = caller.user;
+  call.agent = caller.agent;
+  call.scope = caller.scope;
+  call.session = session_id;
+  call.server = entry.name;
+  call.tool = MethodToolName(entry.name, method);
+  call.arguments = params.is_object() ? params : json::object();
+  return call;
+}
+
+SessionUpstreams::Entry* SessionUpstreams::OwnerOfUri(const std::string& uri) {
+  std::lock_guard lock(mu_);
+  if (auto it = uri_owner_.find(uri); it != uri_owner_.end()) return it->second;
+  Entry* best = nullptr;
+  size_t best_len = 0;
+  for (auto& [prefix, owner] : template_owner_) {
+    if (uri.compare(0, prefix.size(), prefix) == 0 && prefix.size() >= best_len) {
+      best = owner;
+      best_len = prefix.size();
+    }
+  }
+  if (best) return best;
+  // One server with resources: it is the only one that can know.
+  Entry* only = nullptr;
+  for (auto& entry : entries_) {
+    if (entry->client->info().capabilities.contains("resources")) {
+      if (only) return nullptr;
+      only = entry.get();
+    }
+  }
+  return only;
+}
+
+SessionUpstreams::Entry* SessionUpstreams::ByExposedPrompt(const std::string& name,
+                                                           std::string* upstream_name) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = prompt_owner_.find(name); it != prompt_owner_.end()) {
+      *upstream_name = it->second.second;
+      return it->second.first;
+    }
+  }
+  for (auto& entry : entries_) {
+    if (entry->prefix.empty()) {
+      *upstream_name = name;
+      return entry.get();
+    }
+    if (name.size() > entry->prefix.size() + 2 &&
+        name.compare(0, entry->prefix.size() + 2, entry->prefix + "__") == 0) {
+      *upstream_name = name.substr(entry->prefix.size() + 2);
+      return entry.get();
+    }
+  }
+  return nullptr;
+}
+
+mcp::Message SessionUpstreams::Forward(const mcp::Request& request, McpSession::InFlight& flight,
+                                       const Caller& caller, const std::string& session_id) {
+  const std::string& m = request.method;
+  json params = request.params && request.params->is_object() ? *request.params : json::object();
+  std::shared_ptr<const policy::Policy> policy = core_.policy().Current();
+  if (!policy) return LocalError(request.id, mcp::kInternalError, "no policy is in force");
+  policy::CallContext who{caller.tenant, caller.user, caller.agent, caller.scope};
+
+  // Lists: merged across upstreams the caller may read from; one page.
+  if (m == "resources/list" || m == "resources/templates/list" || m == "prompts/list") {
+    const bool prompts = m == "prompts/list";
+    const char* member = prompts ? "prompts" : m == "resources/list" ? "resources" : "resourceTemplates";
+    const char* cap = prompts ? "prompts" : "resources";
+    const char* gate = prompts ? "prompts/get" : "resources/read";
+    json merged = json::array();
+    for (auto& entry : entries_) {
+      if (!entry->client->WaitReady(core_.options().upstream_ready_timeout)) continue;
+      if (!entry->client->info().capabilities.contains(cap)) continue;
+      if (!policy::Visible(*policy, who, MethodToolName(entry->name, gate), {})) continue;
+      auto items = ListAll(*entry, m, member);
+      if (!items) continue;  // one failing upstream does not hide the others
+      std::lock_guard lock(mu_);
+      for (json& item : *items) {
+        if (!item.is_object()) continue;
+        if (prompts && item.contains("name") && item["name"].is_string()) {
+          std::string upstream_name = item["name"].get<std::string>();
+          std::string exposed = ExposedName(entry->prefix, upstream_name);
+          prompt_owner_[exposed] = {entry.get(), upstream_name};
+          item["name"] = exposed;
+        } else if (item.contains("uri") && item["uri"].is_string()) {
+          uri_owner_[item["uri"].get<std::string>()] = entry.get();
+        } else if (item.contains("uriTemplate") && item["uriTemplate"].is_string()) {
+          template_owner_.emplace_back(TemplatePrefix(item["uriTemplate"].get<std::string>()),
+                                       entry.get());
+        }
+        merged.push_back(std::move(item));
+      }
+    }
+    return mcp::Response{request.id, {{member, std::move(merged)}}};
+  }
+
+  if (m == "logging/setLevel") {
+    for (auto& entry : entries_) {
+      if (!entry->client->WaitReady(core_.options().upstream_ready_timeout)) continue;
+      if (!entry->client->info().capabilities.contains("logging")) continue;
+      CallContext call = ContextFor(caller, session_id, *entry, m, params);
+      Entry* e = entry.get();
+      session_.Decided(request, call, [&] { return SendAndWait(*e, m, params, &flight); });
+    }
+    return mcp::Response{request.id, json::object()};
+  }
+
+  Entry* owner = nullptr;
+  json forwarded = params;
+  if (m == "resources/read" || m == "resources/subscribe" || m == "resources/unsubscribe") {
+    if (!params.contains("uri") || !params["uri"].is_string())
+      return LocalError(request.id, mcp::kInvalidParams, m + " needs params.uri (a string)");
+    owner = OwnerOfUri(params["uri"].get<std::string>());
+    if (!owner)
+      return LocalError(request.id, mcp::kResourceNotFound,
+                        "Resource not found: " + params["uri"].get<std::string>());
+  } else if (m == "prompts/get") {
+    if (!params.contains("name") || !params["name"].is_string())
+      return LocalError(request.id, mcp::kInvalidParams, "prompts/get needs params.name (a string)");
+    std::string upstream_name;
+    owner = ByExposedPrompt(params["name"].get<std::string>(), &upstream_name);
+    if (!owner)
+      return LocalError(request.id, mcp::kInvalidParams,
+                        "unknown prompt: " + params["name"].get<std::string>());
+    forwarded["name"] = upstream_name;
+  } else if (m == "completion/complete") {
+    const json ref = params.value("ref", json::object());
+    const std::string type = ref.is_object() ? ref.value("type", "") : "";
+    if (type == "ref/prompt" && ref.contains("name") && ref["name"].is_string()) {
+      std::string upstream_name;
+      owner = ByExposedPrompt(ref["name"].get<std::string>(), &upstream_name);
+      if (owner) forwarded["ref"]["name"] = upstream_name;
+    } else if (type == "ref/resource" && ref.contains("uri") && ref["uri"].is_string()) {
+      owner = OwnerOfUri(ref["uri"].get<std::string>());
+    } else {
+      return LocalError(request.id, mcp::kInvalidParams,
+                        "completion/complete needs params.ref of type ref/prompt or ref/resource");
+    }
+    if (!owner) return LocalError(request.id, mcp::kInvalidParams, "unknown completion reference");
+  }
+  if (!owner) return LocalError(request.id, mcp::kMethodNotFound, "Method not found: " + m);
+  flight.upstream = owner->name;
+  CallContext call = ContextFor(caller, session_id, *owner, m, params);
+  return session_.Decided(request, call, [&] { return SendAndWait(*owner, m, forwarded, &flight); });
+}
+
+void SessionUpstreams::OnNotification(Entry& entry, const mcp::Notification& note) {
+  const std::string& m = note.method;
+  if (m == "notifications/tools/list_changed") {
+    auto self = shared_from_this();
+    core_.Post([self, &entry] { self->ListToolsOf(entry, /*announce=*/true); });
+    return;
+  }
+  if (m == "notifications/progress") {
+    if (!note.params || !note.params->is_object() || !note.params->contains("progressToken")) return;
+    const json& t = (*note.params)["progressToken"];
+    if (!t.is_string()) return;
+    Progress p;
+    {
+      std::lock_guard lock(mu_);
+      auto it = progress_.find(t.get<std::string>());
+      if (it == progress_.end()) return;  // not ours, or the call has ended
+      p = it->second;
+    }
+    json params = *note.params;
+    params["progressToken"] = p.token;
+    mcp::Notification out{m, std::move(params)};
+    if (p.sink) {
+      p.sink(out);
+    } else {
+      session_.SendToStream(out);
+    }
+    return;
+  }
+  if (m == "notifications/message") {
+    json params = note.params.value_or(json::object());
+    if (params.is_object() && !params.contains("logger")) params["logger"] = entry.name;
+    session_.SendToStream(mcp::Notification{m, std::move(params)});
+    return;
+  }
+  if (m == "notifications/resources/updated" || m == "notifications/resources/list_changed" ||
+      m == "notifications/prompts/list_changed") {
+    session_.SendToStream(note);
+    return;
+  }
+  // Anything else (cancellations of requests the upstream made, unknown notifications) stops here.
+}
+
+void SessionUpstreams::OnRequest(Entry& entry, const mcp::Request& request,
+                                 std::function<void(mcp::Message)> reply) {
+  if (request.method == "ping") {
+    reply(mcp::Response{request.id, json::object()});
+    return;
+  }
+  if (request.method != "sampling/createMessage" && request.method != "elicitation/create" &&
+      request.method != "roots/list") {
+    reply(LocalError(request.id, mcp::kMethodNotFound, "Method not found: " + request.method));
+    return;
+  }
+  // Decided on a worker: the policy and the audit write, then a wait for the client's answer.
+  auto self = shared_from_this();
+  core_.Post([self, &entry, request, reply = std::move(reply)] {
+    json params = request.params.value_or(json::object());
+    CallContext call = self->ContextFor(self->session_.caller(), self->session_.id(), entry,
+                                        request.method, params);
+    reply(self->session_.Decided(request, call, [&] { return self->AskClient(entry, request); }));
+  });
+}
+
+mcp::Message SessionUpstreams::AskClient(Entry& entry, const mcp::Request& request) {
+  const json caps = session_.client_capabilities();
+  const char* needs = request.method == "sampling/createMessage" ? "sampling"
+                      : request.method == "elicitation/create"   ? "elicitation"
+                                                                 : "roots";
+  if (!caps.is_object() || !caps.contains(needs))
+    return LocalError(request.id, mcp::kMethodNotFound,
+                      std::string("the client does not support ") + needs);
+  MessageSink sink = session_.RelatedSinkFor(entry.name);
+  if (!sink)
+    return LocalError(request.id, mcp::kInternalError,
+                      "no open channel to the client for " + request.method);
+  const std::string id = "warden-" + std::to_string(counter_.fetch_add(1));
+  auto waiter = std::make_shared<std::promise<mcp::Message>>();
+  std::future<mcp::Message> answer = waiter->get_future();
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_.load()) return LocalError(request.id, mcp::kInternalError, "the session has ended");
+    asked_[id] = waiter;
+  }
+  sink(mcp::Request{id, request.method, request.params});
+  if (answer.wait_for(kClientAnswerTimeout) != std::future_status::ready) {
+    std::lock_guard lock(mu_);
+    asked_.erase(id);
+    return LocalError(request.id, -32001, "the client did not answer " + request.method + " in time");
+  }
+  return answer.get();
+}
+
+void SessionUpstreams::ClientReplied(const mcp::Message& message) {
+  std::optional<mcp::Id> id;
+  if (auto* ok = std::get_if<mcp::Response>(&message)) id = ok->id;
+  if (auto* err = std::get_if<mcp::ErrorResponse>(&message)) id = err->id;
+  if (!id || !id->AsString()) return;
+  std::shared_ptr<std::promise<mcp::Message>> waiter;
+  {
+    std::lock_guard lock(mu_);
+    auto it = asked_.find(*id->AsString());
+    if (it == asked_.end()) return;  // not ours, or too late
+    waiter = it->second;
+    asked_.erase(it);
+  }
+  waiter->set_value(message);
+}
+
+void SessionUpstreams::NotifyAll(const std::string& method, const json& params) {
+  for (auto& entry : entries_) entry->client->Notify(method, params);
+}
+
+void SessionUpstreams::StopAll() {
+  if (stopped_.exchange(true)) return;
+  std::map<std::string, std::shared_ptr<std::promise<mcp::Message>>> asked;
+  {
+    std::lock_guard lock(mu_);
+    asked.swap(asked_);
+  }
+  for (auto& [id, waiter] : asked)
+    waiter->set_value(LocalError(mcp::Id(id), mcp::kInternalError, "the session has ended"));
+  for (auto& entry : entries_) {
+    entry->client->Stop();
+    std::lock_guard lock(entry->mu);
+    entry->gone = true;
+    entry->cv.notify_all();
+  }
+}
+
+}  // namespace warden::gateway
