@@ -1,16 +1,28 @@
 #include "gateway/builtin_tools.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <set>
 
 #include "common/unique_fd.h"
+#include "egress/host_name.h"
+#include "gateway/web_fetch.h"
+#include "sandbox/launcher.h"
 #include "sandbox/profile.h"
 #include "sandbox/result.h"
-#include "sandbox/launcher.h"
+#include "sandbox/user.h"
 
 namespace warden::gateway {
 
@@ -27,15 +39,120 @@ sandbox::Options DefaultExecProfile() {
   return o;
 }
 
+namespace {
+
+json ExecOutputSchema() {
+  json output_file = {
+      {"type", "object"},
+      {"properties",
+       {{"path", {{"type", "string"}}},
+        {"encoding", {{"type", "string"}, {"enum", {"utf-8", "base64"}}}},
+        {"content", {{"type", "string"}}},
+        {"bytes", {{"type", "integer"}, {"description", "The file's size"}}},
+        {"truncated", {{"type", "boolean"}, {"description", "content cut at 1 MiB"}}}}},
+      {"required", {"path", "encoding", "content", "bytes", "truncated"}}};
+  json skipped = {
+      {"type", "object"},
+      {"properties", {{"path", {{"type", "string"}}}, {"reason", {{"type", "string"}}}}},
+      {"required", {"path", "reason"}}};
+  return {{"type", "object"},
+          {"properties",
+           {{"exit_code", {{"type", "integer"}}},
+            {"reason",
+             {{"type", "string"},
+              {"description",
+               "exited, signaled, timeout, memory, pids, cpu, output_limit or setup_error"}}},
+            {"stdout", {{"type", "string"}}},
+            {"stderr", {{"type", "string"}}},
+            {"wall_ms", {{"type", "integer"}}},
+            {"stdout_truncated", {{"type", "boolean"}}},
+            {"stderr_truncated", {{"type", "boolean"}}},
+            {"error", {{"type", "string"}}},
+            {"outputs", {{"type", "array"}, {"items", output_file}}},
+            {"outputs_skipped", {{"type", "array"}, {"items", skipped}}}}},
+          {"required",
+           {"exit_code", "reason", "stdout", "stderr", "wall_ms", "stdout_truncated",
+            "stderr_truncated"}}};
+}
+
+struct Language {
+  const char* name;
+  const char* interpreter;  // absolute, as inside the sandbox (/usr is the host's, read-only)
+  const char* main_file;
+};
+constexpr Language kLanguages[] = {{"python", "/usr/bin/python3", "main.py"},
+                                   {"sh", "/bin/sh", "main.sh"},
+                                   {"node", "/usr/bin/node", "main.js"}};
+
+const Language* FindLanguage(const std::string& name) {
+  for (const Language& l : kLanguages)
+    if (name == l.name) return &l;
+  return nullptr;
+}
+
+bool HasGlob(std::string_view s) { return s.find_first_of("*?[") != std::string_view::npos; }
+
+// A path relative to the workspace: no empty, "." or ".." component, not absolute, no NUL.
+Status CheckRelativePath(const std::string& what, const std::string& path) {
+  std::string quoted = egress::Quote(path);
+  if (path.empty()) return Status::Error(what + ": a path is empty");
+  if (path.find('\0') != std::string::npos)
+    return Status::Error(what + ": path " + quoted + " contains a NUL byte");
+  if (path[0] == '/') return Status::Error(what + ": path " + quoted + " must be relative");
+  if (path.size() > 4096) return Status::Error(what + ": path " + quoted + " is too long");
+  size_t pos = 0;
+  while (true) {
+    size_t slash = path.find('/', pos);
+    std::string_view part = std::string_view(path).substr(
+        pos, slash == std::string::npos ? std::string::npos : slash - pos);
+    if (part.empty()) return Status::Error(what + ": path " + quoted + " has an empty component");
+    if (part == "..") return Status::Error(what + ": path " + quoted + " must not contain ..");
+    if (part == ".") return Status::Error(what + ": path " + quoted + " must not contain .");
+    if (part.size() > 255)
+      return Status::Error(what + ": path " + quoted + " has a component over 255 bytes");
+    if (slash == std::string::npos) break;
+    pos = slash + 1;
+  }
+  return Status::Ok();
+}
+
+Status ParseFiles(const json& value, ExecRequest& req) {
+  if (!value.is_object()) return Status::Error("files must be an object (relative path -> text)");
+  if (value.size() > kExecMaxInputFiles)
+    return Status::Error("files: more than " + std::to_string(kExecMaxInputFiles) + " files");
+  for (const auto& [path, content] : value.items()) {
+    WARDEN_RETURN_IF_ERROR(CheckRelativePath("files", path));
+    if (!content.is_string())
+      return Status::Error("files: the content of " + egress::Quote(path) + " must be a string");
+    req.files[path] = content.get<std::string>();
+  }
+  return Status::Ok();
+}
+
+Status ParseOutputs(const json& value, ExecRequest& req) {
+  if (!value.is_array()) return Status::Error("outputs must be an array of relative paths");
+  if (value.size() > kExecMaxOutputFiles)
+    return Status::Error("outputs: more than " + std::to_string(kExecMaxOutputFiles) + " entries");
+  for (const json& v : value) {
+    if (!v.is_string()) return Status::Error("outputs must be an array of relative paths");
+    WARDEN_RETURN_IF_ERROR(CheckRelativePath("outputs", v.get<std::string>()));
+    req.outputs.push_back(v.get<std::string>());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 json SandboxExecDefinition() {
   return {
       {"name", "sandbox__exec"},
       {"title", "Run a command in a sandbox"},
       {"description",
        "Runs a command in a fresh, isolated sandbox (no network, private /tmp, limited time, "
-       "memory "
-       "and processes) and returns its exit status, stdout and stderr. Give either `command` (run "
-       "with sh -c) or `argv`."},
+       "memory and processes) and returns its exit status, stdout and stderr. Give `command` "
+       "(run with sh -c), `argv`, or `language` (python, sh, node) with `code`. `files` are "
+       "written into /work (the working directory) first; `outputs` (paths or globs under /work) "
+       "are returned after the run."},
       {"inputSchema",
        {{"type", "object"},
         {"properties",
@@ -46,13 +163,33 @@ json SandboxExecDefinition() {
             {"items", {{"type", "string"}}},
             {"minItems", 1},
             {"description", "The program and its arguments, run without a shell"}}},
+          {"language",
+           {{"type", "string"},
+            {"enum", {"python", "sh", "node"}},
+            {"description", "Runs `code` with python3, sh or node (as /work/main.py, .sh, .js)"}}},
+          {"code", {{"type", "string"}, {"description", "The program for `language`"}}},
           {"stdin",
            {{"type", "string"}, {"description", "Text given to the command's standard input"}}},
           {"timeout_s",
            {{"type", "number"},
             {"exclusiveMinimum", 0},
-            {"description", "Wall-clock limit in seconds (at most the sandbox profile's)"}}}}},
+            {"description", "Wall-clock limit in seconds (at most the sandbox profile's)"}}},
+          {"files",
+           {{"type", "object"},
+            {"additionalProperties", {{"type", "string"}}},
+            {"maxProperties", kExecMaxInputFiles},
+            {"description",
+             "Relative path -> text, written under /work before the run (at most 64 files, "
+             "8 MiB)"}}},
+          {"outputs",
+           {{"type", "array"},
+            {"items", {{"type", "string"}}},
+            {"maxItems", kExecMaxOutputFiles},
+            {"description",
+             "Relative paths or globs (out/*.txt) under /work returned after the run (16 files, "
+             "1 MiB each; non-UTF-8 files as base64)"}}}}},
         {"additionalProperties", false}}},
+      {"outputSchema", ExecOutputSchema()},
       // Claims about the tool for clients; warden never trusts such hints from upstreams.
       {"annotations",
        {{"readOnlyHint", false}, {"destructiveHint", false}, {"openWorldHint", false}}},
@@ -62,6 +199,7 @@ json SandboxExecDefinition() {
 Result<ExecRequest> ParseExecArguments(const json& arguments) {
   if (!arguments.is_object()) return Status::Error("arguments must be an object");
   ExecRequest req;
+  std::optional<std::string> code;
   for (const auto& [key, value] : arguments.items()) {
     if (key == "command") {
       if (!value.is_string() || value.get_ref<const std::string&>().empty())
@@ -77,6 +215,13 @@ Result<ExecRequest> ParseExecArguments(const json& arguments) {
       }
       if (argv[0].empty()) return Status::Error("argv[0] must not be empty");
       req.argv = std::move(argv);
+    } else if (key == "language") {
+      if (!value.is_string() || FindLanguage(value.get<std::string>()) == nullptr)
+        return Status::Error("language must be one of python, sh, node");
+      req.language = value.get<std::string>();
+    } else if (key == "code") {
+      if (!value.is_string()) return Status::Error("code must be a string");
+      code = value.get<std::string>();
     } else if (key == "stdin") {
       if (!value.is_string()) return Status::Error("stdin must be a string");
       req.input = value.get<std::string>();
@@ -85,14 +230,38 @@ Result<ExecRequest> ParseExecArguments(const json& arguments) {
         return Status::Error("timeout_s must be a positive number");
       double ms = std::ceil(value.get<double>() * 1000.0);
       req.timeout_ms = ms > 1e12 ? uint64_t{1'000'000'000'000} : static_cast<uint64_t>(ms);
+    } else if (key == "files") {
+      WARDEN_RETURN_IF_ERROR(ParseFiles(value, req));
+    } else if (key == "outputs") {
+      WARDEN_RETURN_IF_ERROR(ParseOutputs(value, req));
     } else {
-      return Status::Error("unknown argument '" + key +
-                           "' (expected command or argv, stdin, timeout_s)");
+      return Status::Error("unknown argument '" + egress::Printable(key) +
+                           "' (expected command, argv or language and code; stdin, timeout_s, "
+                           "files, outputs)");
     }
   }
-  if (arguments.contains("command") && arguments.contains("argv"))
-    return Status::Error("give either command or argv, not both");
-  if (req.argv.empty()) return Status::Error("command or argv is required");
+  int programs =
+      arguments.contains("command") + arguments.contains("argv") + arguments.contains("language");
+  if (programs > 1) return Status::Error("give one of command, argv or language, not several");
+  if (programs == 0) return Status::Error("command, argv or language (with code) is required");
+  if (!req.language.empty()) {
+    if (!code) return Status::Error("code is required with language");
+    const Language* lang = FindLanguage(req.language);
+    if (req.files.contains(lang->main_file))
+      return Status::Error(std::string("files must not contain ") + lang->main_file +
+                           " when language is " + lang->name + " (code is written there)");
+    if (req.files.size() + 1 > kExecMaxInputFiles)
+      return Status::Error("files: more than " + std::to_string(kExecMaxInputFiles) +
+                           " files with the code's " + lang->main_file);
+    req.files[lang->main_file] = std::move(*code);
+    req.argv = {lang->interpreter, lang->main_file};
+  } else if (code) {
+    return Status::Error("code needs language (python, sh or node)");
+  }
+  uint64_t total = 0;
+  for (const auto& [path, content] : req.files) total += content.size();
+  if (total > kExecMaxInputBytes)
+    return Status::Error("files: " + std::to_string(total) + " bytes in all, over the 8 MiB limit");
   return req;
 }
 
@@ -132,27 +301,402 @@ std::string ReadBack(int fd, uint64_t cap) {
   return out;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The workspace: a fresh host directory bound at /work. Everything in it is reached through
+// descriptors, one component at a time, never following a symbolic link: the command may have
+// planted links, and the gateway (possibly root) must never read or remove through them.
+
+constexpr int kDirOpenFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+constexpr int kMaxRemoveDepth = 128;
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+// A new open file description of the directory `dirfd`, for readdir: a dup would share the
+// read position, left at the end by an earlier listing.
+int OpenForListing(int dirfd) { return openat(dirfd, ".", kDirOpenFlags); }
+
+// Opens directory `name` under `dirfd`; when the sandbox left it without search permission
+// (the gateway unprivileged owns it through the id map), grants that first.
+UniqueFd OpenDirForRemoval(int dirfd, const char* name) {
+  UniqueFd fd(openat(dirfd, name, kDirOpenFlags));
+  if (!fd.valid() && errno == EACCES && fchmodat(dirfd, name, 0700, 0) == 0)
+    fd.reset(openat(dirfd, name, kDirOpenFlags));
+  // Write permission to unlink its entries (a command may have made it read-only).
+  if (fd.valid()) (void)fchmod(fd.get(), 0700);
+  return fd;
+}
+
+// Removes everything below `dirfd`. Directories deeper than kMaxRemoveDepth are moved up to
+// `root_fd` (same file system) and removed by a later pass, so depth never exhausts the stack or
+// the descriptor table. Returns how many were moved up.
+size_t RemoveChildren(int dirfd, int root_fd, int depth, size_t& moved_total) {
+  size_t moved = 0;
+  UniqueFd listing(OpenForListing(dirfd));
+  if (!listing.valid()) return 0;
+  DIR* dir = fdopendir(listing.release());
+  if (dir == nullptr) return 0;
+  std::vector<std::string> names;
+  while (dirent* e = readdir(dir)) {
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
+  }
+  closedir(dir);
+  for (const std::string& name : names) {
+    if (unlinkat(dirfd, name.c_str(), 0) == 0 || errno != EISDIR) continue;
+    if (depth >= kMaxRemoveDepth) {
+      std::string up = ".warden-deep-" + std::to_string(moved_total++);
+      if (renameat(dirfd, name.c_str(), root_fd, up.c_str()) == 0) ++moved;
+      continue;
+    }
+    UniqueFd child = OpenDirForRemoval(dirfd, name.c_str());
+    if (!child.valid()) continue;
+    moved += RemoveChildren(child.get(), root_fd, depth + 1, moved_total);
+    unlinkat(dirfd, name.c_str(), AT_REMOVEDIR);
+  }
+  return moved;
+}
+
+// Text of a collected file, or base64 when it is not UTF-8. A file cut at the cap may end in
+// the middle of a character: up to 3 trailing bytes are dropped to keep it text.
+void EncodeContent(std::string& content, bool truncated, json& entry) {
+  if (!IsValidUtf8(content) && truncated) {
+    for (size_t drop = 1; drop <= 3 && drop < content.size(); ++drop) {
+      if (IsValidUtf8(std::string_view(content).substr(0, content.size() - drop))) {
+        content.resize(content.size() - drop);
+        break;
+      }
+    }
+  }
+  if (IsValidUtf8(content)) {
+    entry["encoding"] = "utf-8";
+    entry["content"] = std::move(content);
+    return;
+  }
+  static const char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((content.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < content.size(); i += 3) {
+    uint32_t n = static_cast<uint8_t>(content[i]) << 16;
+    if (i + 1 < content.size()) n |= static_cast<uint8_t>(content[i + 1]) << 8;
+    if (i + 2 < content.size()) n |= static_cast<uint8_t>(content[i + 2]);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < content.size() ? kAlphabet[(n >> 6) & 63] : '=';
+    out += i + 2 < content.size() ? kAlphabet[n & 63] : '=';
+  }
+  entry["encoding"] = "base64";
+  entry["content"] = std::move(out);
+}
+
+// What the outputs patterns found.
+struct Collected {
+  json files = json::array();
+  json skipped = json::array();
+  std::set<std::string> seen;
+  size_t skipped_dropped = 0;  // skipped entries beyond the 64 reported
+
+  void Skip(const std::string& path, const std::string& reason) {
+    if (skipped.size() >= 64) {
+      ++skipped_dropped;
+      return;
+    }
+    skipped.push_back({{"path", path}, {"reason", reason}});
+  }
+};
+
+class Workspace {
+ public:
+  // Makes a private directory under $TMPDIR or /tmp (mkdtemp: 0700, ours) and in it the
+  // workspace (0700), owned by the sandbox's user on the host. When that user is not us (the
+  // gateway runs as root), `warden run` opens the bind source as that user, so the private
+  // directory becomes 0711: searchable, not listable; the workspace itself stays 0700.
+  static Result<std::unique_ptr<Workspace>> Create() {
+    const char* env = getenv("TMPDIR");
+    std::string base = env && *env == '/' ? env : "/tmp";
+    auto ws = std::unique_ptr<Workspace>(new Workspace);
+    if (ws->ids_.host_is_root) WARDEN_RETURN_IF_ERROR(CheckSearchable(base));
+    std::string tmpl = base + "/warden-exec-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) return Status::FromErrno("mkdtemp " + tmpl, errno);
+    ws->parent_ = tmpl;
+    ws->path_ = tmpl + "/work";
+    ws->parent_fd_.reset(open(tmpl.c_str(), kDirOpenFlags));
+    if (!ws->parent_fd_.valid()) return Status::FromErrno("open " + tmpl, errno);
+    if (ws->ids_.host_is_root && fchmod(ws->parent_fd_.get(), 0711) != 0)
+      return Status::FromErrno("chmod " + tmpl, errno);
+    if (mkdirat(ws->parent_fd_.get(), "work", 0700) != 0)
+      return Status::FromErrno("mkdir " + ws->path_, errno);
+    ws->fd_.reset(openat(ws->parent_fd_.get(), "work", kDirOpenFlags));
+    if (!ws->fd_.valid()) return Status::FromErrno("open " + ws->path_, errno);
+    WARDEN_RETURN_IF_ERROR(ws->Own(ws->fd_.get(), ws->path_));
+    return ws;
+  }
+
+  ~Workspace() {
+    if (fd_.valid()) {
+      (void)fchmod(fd_.get(), 0700);  // the command owns /work and may have locked it
+      size_t moved_total = 0;
+      // Each pass removes what it can; directories moved up from too deep go in the next one.
+      for (int pass = 0; pass < 1000; ++pass) {
+        if (RemoveChildren(fd_.get(), fd_.get(), 0, moved_total) == 0) break;
+      }
+      fd_.reset();
+    }
+    if (parent_fd_.valid()) unlinkat(parent_fd_.get(), "work", AT_REMOVEDIR);
+    parent_fd_.reset();
+    if (!parent_.empty()) rmdir(parent_.c_str());
+  }
+
+  const std::string& host_path() const { return path_; }
+
+  // Writes each file, creating its directories; fails on the first file that cannot be written.
+  Status Write(const std::map<std::string, std::string>& files) {
+    for (const auto& [path, content] : files) {
+      Status st = WriteOne(path, content);
+      if (!st.ok()) return st.Wrap("files: " + egress::Quote(path));
+    }
+    return Status::Ok();
+  }
+
+  // Collects every file the patterns name, in pattern order (glob matches sorted by name).
+  Collected Collect(const std::vector<std::string>& patterns) {
+    Collected c;
+    for (const std::string& pattern : patterns) {
+      std::vector<std::string> parts = Split(pattern);
+      size_t before = c.files.size() + c.skipped.size() + c.skipped_dropped;
+      Walk(fd_.get(), parts, 0, "", HasGlob(pattern), c);
+      if (c.files.size() + c.skipped.size() + c.skipped_dropped == before)
+        c.Skip(pattern, HasGlob(pattern) ? "no file matches" : "not found");
+    }
+    if (c.skipped_dropped > 0)
+      c.skipped.push_back(
+          {{"path", ""}, {"reason", std::to_string(c.skipped_dropped) + " more not listed"}});
+    return c;
+  }
+
+ private:
+  Workspace() = default;
+
+  // `warden run` opens the bind source as the sandbox's user: every directory above the
+  // workspace must let others search it. Checked here for a message that says what to change.
+  static Status CheckSearchable(const std::string& base) {
+    for (std::filesystem::path p = base;; p = p.parent_path()) {
+      struct stat st;
+      if (stat(p.c_str(), &st) != 0) return Status::FromErrno("stat " + p.string(), errno);
+      if (!(st.st_mode & S_IXOTH))
+        return Status::Error(p.string() + " (on the way to $TMPDIR " + base +
+                             ") is not searchable by the sandbox's user (uid 65534): make it "
+                             "o+x or set TMPDIR to a directory that is");
+      if (p == p.parent_path()) break;
+    }
+    return Status::Ok();
+  }
+
+  // Hands `fd` to the sandbox's user: when the gateway runs as root, that user is an
+  // unprivileged id on the host (sandbox/user.h), which must be able to write the workspace.
+  Status Own(int fd, const std::string& what) {
+    if (ids_.host_is_root && fchown(fd, ids_.host_uid, ids_.host_gid) != 0)
+      return Status::FromErrno("chown " + what, errno);
+    return Status::Ok();
+  }
+
+  static std::vector<std::string> Split(const std::string& path) {
+    std::vector<std::string> parts;
+    size_t pos = 0;
+    for (size_t slash; (slash = path.find('/', pos)) != std::string::npos; pos = slash + 1)
+      parts.push_back(path.substr(pos, slash - pos));
+    parts.push_back(path.substr(pos));
+    return parts;
+  }
+
+  Status WriteOne(const std::string& path, const std::string& content) {
+    std::vector<std::string> parts = Split(path);
+    UniqueFd dir(dup(fd_.get()));
+    if (!dir.valid()) return Status::FromErrno("dup", errno);
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      bool made = mkdirat(dir.get(), parts[i].c_str(), 0755) == 0;
+      if (!made && errno != EEXIST) return Status::FromErrno("mkdir " + parts[i], errno);
+      UniqueFd next(openat(dir.get(), parts[i].c_str(), kDirOpenFlags));
+      if (!next.valid()) return Status::FromErrno("open directory " + parts[i], errno);
+      if (made) WARDEN_RETURN_IF_ERROR(Own(next.get(), parts[i]));
+      dir = std::move(next);
+    }
+    UniqueFd file(openat(dir.get(), parts.back().c_str(),
+                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!file.valid()) return Status::FromErrno("create", errno);
+    WARDEN_RETURN_IF_ERROR(Own(file.get(), path));
+    std::string_view rest = content;
+    while (!rest.empty()) {
+      ssize_t n = write(file.get(), rest.data(), rest.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return Status::FromErrno("write", errno);
+      rest.remove_prefix(static_cast<size_t>(n));
+    }
+    return Status::Ok();
+  }
+
+  // Matches parts[i..] below `dirfd`; `prefix` is the relative path of `dirfd`.
+  void Walk(int dirfd, const std::vector<std::string>& parts, size_t i, const std::string& prefix,
+            bool globbing, Collected& c) {
+    const std::string& part = parts[i];
+    bool last = i + 1 == parts.size();
+    std::vector<std::string> names;
+    if (!HasGlob(part)) {
+      names.push_back(part);
+    } else {
+      UniqueFd listing(OpenForListing(dirfd));
+      DIR* dir = listing.valid() ? fdopendir(listing.release()) : nullptr;
+      if (dir == nullptr) return;
+      while (dirent* e = readdir(dir)) {
+        // FNM_PERIOD: "*" does not match hidden files, as in the shell.
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+            fnmatch(part.c_str(), e->d_name, FNM_PERIOD) == 0)
+          names.push_back(e->d_name);
+      }
+      closedir(dir);
+      std::sort(names.begin(), names.end());
+    }
+    for (const std::string& name : names) {
+      std::string path = prefix + name;
+      if (last) {
+        TakeFile(dirfd, name, path, globbing, c);
+        continue;
+      }
+      UniqueFd sub(openat(dirfd, name.c_str(), kDirOpenFlags));
+      if (!sub.valid()) {
+        if (errno == ELOOP || errno == ENOTDIR) {
+          struct stat st;
+          if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+            c.Skip(path, "a symbolic link (not followed)");
+          else if (!globbing)
+            c.Skip(path, "not a directory");
+        } else if (!globbing) {
+          c.Skip(path, ErrnoText(errno));
+        }
+        continue;
+      }
+      Walk(sub.get(), parts, i + 1, path + "/", globbing, c);
+    }
+  }
+
+  void TakeFile(int dirfd, const std::string& name, const std::string& path, bool globbing,
+                Collected& c) {
+    if (!c.seen.insert(path).second) return;
+    UniqueFd fd(
+        openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (!fd.valid()) {
+      int err = errno;
+      if (err == ELOOP) return c.Skip(path, "a symbolic link (not followed)");
+      if (err == ENOENT) return c.Skip(path, "not found");
+      return c.Skip(path, ErrnoText(err));
+    }
+    struct stat st;
+    if (fstat(fd.get(), &st) != 0) return c.Skip(path, ErrnoText(errno));
+    if (S_ISDIR(st.st_mode)) {
+      if (!globbing) c.Skip(path, "a directory");
+      return;
+    }
+    if (!S_ISREG(st.st_mode)) return c.Skip(path, "not a regular file");
+    if (c.files.size() >= kExecMaxOutputFiles)
+      return c.Skip(path, "more than " + std::to_string(kExecMaxOutputFiles) + " output files");
+    std::string content = ReadBack(fd.get(), kExecOutputFileCapBytes + 1);
+    bool truncated = content.size() > kExecOutputFileCapBytes;
+    if (truncated) content.resize(kExecOutputFileCapBytes);
+    json entry = {
+        {"path", path}, {"bytes", static_cast<uint64_t>(st.st_size)}, {"truncated", truncated}};
+    EncodeContent(content, truncated, entry);
+    c.files.push_back(std::move(entry));
+  }
+
+  sandbox::user::IdMap ids_ = sandbox::user::ChooseFromParent();
+  std::string parent_, path_;
+  UniqueFd parent_fd_, fd_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+json BaseRecord(int exit_code, const std::string& reason) {
+  return {{"exit_code", exit_code},
+          {"reason", reason},
+          {"stdout", ""},
+          {"stderr", ""},
+          {"wall_ms", 0},
+          {"stdout_truncated", false},
+          {"stderr_truncated", false}};
+}
+
 ToolResult SetupFailure(const std::string& error) {
   ToolResult r;
   r.is_error = true;
   r.text = "sandbox__exec could not run: " + error;
+  json structured = BaseRecord(125, "setup_error");
+  structured["error"] = error;
   r.mcp_result = {{"content", json::array({{{"type", "text"}, {"text", r.text}}})},
-                  {"structuredContent",
-                   {{"exit_code", 125},
-                    {"reason", "setup_error"},
-                    {"stdout", ""},
-                    {"stderr", ""},
-                    {"wall_ms", 0},
-                    {"stdout_truncated", false},
-                    {"stderr_truncated", false},
-                    {"error", error}}},
+                  {"structuredContent", std::move(structured)},
                   {"isError", true}};
   return r;
 }
 
+std::string CancelledError(const std::shared_ptr<CancelToken>& cancel) {
+  std::string why = cancel->reason();
+  return "cancelled" + (why.empty() ? std::string() : " (" + why + ")") +
+         ": the sandbox was killed";
+}
+
+// Appends the collected outputs to the text the agent reads: text files in full (they are
+// already capped), binary ones as a note.
+void DescribeOutputs(const Collected& c, std::string& text) {
+  for (const json& f : c.files) {
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    text += "[output " + f["path"].get<std::string>() + ", " +
+            std::to_string(f["bytes"].get<uint64_t>()) + " bytes";
+    if (f["truncated"].get<bool>()) text += ", cut at 1 MiB";
+    if (f["encoding"] == "base64") {
+      text += ", not UTF-8: base64 in structuredContent]\n";
+    } else {
+      text += "]\n" + f["content"].get<std::string>();
+    }
+  }
+  for (const json& s : c.skipped) {
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    text += "[output " + s["path"].get<std::string>() +
+            " not returned: " + s["reason"].get<std::string>() + "]\n";
+  }
+}
+
+// Stops the launcher when the call is cancelled. A pidfd rather than the pid: the launcher is
+// reaped inside RunViaLauncher, after which its pid may belong to someone else.
+void KillOnCancel(const std::shared_ptr<CancelToken>& cancel, pid_t pid) {
+  auto pidfd = std::make_shared<UniqueFd>(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+  cancel->OnCancel([pidfd] {
+    if (pidfd->valid()) syscall(SYS_pidfd_send_signal, pidfd->get(), SIGKILL, nullptr, 0);
+  });
+}
+
+// Adds the workspace to the options: bound read-write at /work, the working directory.
+Status AddWorkspace(const Workspace& ws, sandbox::Options& o) {
+  bool other_writable = false;
+  for (const sandbox::Bind& b : o.binds) {
+    std::string_view inside = b.inside.empty() ? b.host : b.inside;
+    if (inside == kExecWorkspaceInside ||
+        inside.starts_with(std::string(kExecWorkspaceInside) + "/"))
+      return Status::Error("the sandbox profile already binds " + std::string(inside) +
+                           ", where the workspace goes");
+    other_writable |= b.writable;
+  }
+  // Protected paths guard an existing project against the command; the fresh workspace has
+  // nothing to guard. They stay when another writable bind needs them (they apply to every
+  // writable bind).
+  if (!other_writable) o.protect.clear();
+  o.binds.push_back({.host = ws.host_path(), .inside = kExecWorkspaceInside, .writable = true});
+  o.workdir = kExecWorkspaceInside;
+  return Status::Ok();
+}
+
 }  // namespace
 
-ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& profile) {
+ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& profile,
+                          const std::shared_ptr<CancelToken>& cancel) {
   sandbox::Options o = profile;
   o.argv = request.argv;
   if (request.timeout_ms && (o.timeout_ms == 0 || *request.timeout_ms < o.timeout_ms))
@@ -160,6 +704,19 @@ ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
   uint64_t cap = kExecOutputCapBytes;
   if (o.output_limit_bytes != 0) cap = std::min(cap, o.output_limit_bytes);
   o.output_limit_bytes = cap;
+
+  if (!request.language.empty() && access(request.argv[0].c_str(), X_OK) != 0)
+    return SetupFailure("language " + request.language + " needs " + request.argv[0] +
+                        ", which this host does not have");
+  std::unique_ptr<Workspace> workspace;
+  if (request.wants_workspace()) {
+    auto created = Workspace::Create();
+    if (!created) return SetupFailure("workspace: " + created.status().message());
+    workspace = std::move(*created);
+    Status st = workspace->Write(request.files);
+    if (st.ok()) st = AddWorkspace(*workspace, o);
+    if (!st.ok()) return SetupFailure(st.message());
+  }
 
   auto out = MemFile("sandbox_exec_stdout");
   if (!out) return SetupFailure(out.status().message());
@@ -178,7 +735,21 @@ ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
   // The sandbox is a `warden run` child: the gateway is multi-threaded (sandbox/launcher.h).
   sandbox::SpawnIo io{
       .stdin_fd = in.valid() ? in.get() : -1, .stdout_fd = out->get(), .stderr_fd = err->get()};
-  json record = sandbox::RunViaLauncher(o, io);
+  json record;
+  if (cancel && cancel->cancelled()) {
+    record = BaseRecord(137, "signaled");
+  } else {
+    std::function<void(pid_t)> on_started;
+    if (cancel) on_started = [&cancel](pid_t pid) { KillOnCancel(cancel, pid); };
+    record = sandbox::RunViaLauncher(o, io, on_started);
+    if (cancel) cancel->OnCancel({});
+  }
+  if (cancel && cancel->cancelled()) {
+    // The launcher died before writing its record; say what happened instead of setup_error.
+    record["exit_code"] = 137;
+    record["reason"] = "signaled";
+    record["error"] = CancelledError(cancel);
+  }
   struct {
     int exit_code;
     uint64_t wall_ms;
@@ -211,6 +782,12 @@ ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
                      {"stdout_truncated", run.stdout_truncated},
                      {"stderr_truncated", run.stderr_truncated}};
   if (!run.error.empty()) structured["error"] = run.error;
+  if (workspace && !request.outputs.empty()) {
+    Collected c = workspace->Collect(request.outputs);
+    DescribeOutputs(c, r.text);
+    structured["outputs"] = std::move(c.files);
+    structured["outputs_skipped"] = std::move(c.skipped);
+  }
   r.mcp_result = {{"content", json::array({{{"type", "text"}, {"text", r.text}}})},
                   {"structuredContent", std::move(structured)},
                   {"isError", r.is_error}};
@@ -219,15 +796,23 @@ ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
 
 BuiltinTools BuiltinTools::Default() {
   BuiltinTools tools;
-  tools.Add(
-      {.name = "sandbox__exec",
-       .server = "sandbox",
-       .definition = SandboxExecDefinition(),
-       .run = [](const json& arguments, const sandbox::Options& profile) -> Result<ToolResult> {
-         auto request = ParseExecArguments(arguments);
-         if (!request) return request.status();
-         return RunSandboxExec(*request, profile);
-       }});
+  tools.Add({.name = "sandbox__exec",
+             .server = "sandbox",
+             .definition = SandboxExecDefinition(),
+             .run = [](const json& arguments, const ToolEnv& env) -> Result<ToolResult> {
+               auto request = ParseExecArguments(arguments);
+               if (!request) return request.status();
+               return RunSandboxExec(*request, env.profile, env.cancel);
+             }});
+  tools.Add({.name = "web__fetch",
+             .server = "web",
+             .definition = WebFetchDefinition(),
+             .run = [](const json& arguments, const ToolEnv& env) -> Result<ToolResult> {
+               auto request = ParseFetchArguments(arguments);
+               if (!request) return request.status();
+               FetchEgress egress{.allow = env.policy ? &env.policy->egress_allow : nullptr};
+               return RunWebFetch(*request, egress, env.cancel);
+             }});
   return tools;
 }
 

@@ -1,12 +1,68 @@
-// sandbox__exec: argument checking, and real runs in a real sandbox.
+// sandbox__exec: argument checking, and real runs in a real sandbox (files in and out, the
+// interpreters, cancellation, and the attacks on output collection).
 #include "gateway/builtin_tools.h"
 
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include "gateway/web_fetch.h"
+#include "testing.h"
 
 namespace warden::gateway {
 namespace {
 
 using nlohmann::json;
+
+// Checks `value` against the subset of JSON Schema the tools' outputSchemas use (type, properties,
+// required, items, enum); returns "" or what does not conform.
+std::string SchemaViolation(const json& value, const json& schema, const std::string& where) {
+  std::string type = schema.value("type", "");
+  bool ok = type.empty() || (type == "object" && value.is_object()) ||
+            (type == "array" && value.is_array()) || (type == "string" && value.is_string()) ||
+            (type == "boolean" && value.is_boolean()) ||
+            (type == "integer" && value.is_number_integer()) ||
+            (type == "number" && value.is_number());
+  if (!ok) return where + " is not " + type + ": " + value.dump().substr(0, 80);
+  if (schema.contains("enum") &&
+      std::find(schema["enum"].begin(), schema["enum"].end(), value) == schema["enum"].end())
+    return where + " is not in the enum";
+  if (value.is_object() && schema.contains("required")) {
+    for (const json& key : schema["required"]) {
+      if (!value.contains(key.get<std::string>()))
+        return where + "." + key.get<std::string>() + " is missing";
+    }
+  }
+  if (value.is_object() && schema.contains("properties")) {
+    for (const auto& [key, sub] : schema["properties"].items()) {
+      if (!value.contains(key)) continue;
+      std::string v = SchemaViolation(value[key], sub, where + "." + key);
+      if (!v.empty()) return v;
+    }
+  }
+  if (value.is_array() && schema.contains("items")) {
+    for (size_t i = 0; i < value.size(); ++i) {
+      std::string v =
+          SchemaViolation(value[i], schema["items"], where + "[" + std::to_string(i) + "]");
+      if (!v.empty()) return v;
+    }
+  }
+  return "";
+}
+
+void ExpectConforms(const ToolResult& r) {
+  EXPECT_EQ(SchemaViolation(r.mcp_result["structuredContent"],
+                            SandboxExecDefinition()["outputSchema"], "structuredContent"),
+            "");
+}
 
 TEST(ExecArguments, CommandRunsThroughShC) {
   auto r = ParseExecArguments({{"command", "echo hi"}});
@@ -39,8 +95,11 @@ TEST(ExecDefinition, DeclaresTheInputSchema) {
   EXPECT_EQ(def["name"], "sandbox__exec");
   EXPECT_EQ(def["inputSchema"]["type"], "object");
   EXPECT_EQ(def["inputSchema"]["additionalProperties"], false);
-  for (const char* key : {"command", "argv", "stdin", "timeout_s"})
+  for (const char* key :
+       {"command", "argv", "stdin", "timeout_s", "files", "outputs", "language", "code"})
     EXPECT_TRUE(def["inputSchema"]["properties"].contains(key)) << key;
+  EXPECT_EQ(def["outputSchema"]["type"], "object");
+  EXPECT_EQ(def["outputSchema"]["required"].size(), 7u);
 }
 
 ToolResult Exec(const json& arguments, sandbox::Options profile = DefaultExecProfile()) {
@@ -116,8 +175,301 @@ TEST(BuiltinToolSet, HoldsSandboxExecUnderTheSandboxServer) {
   const BuiltinTool* t = tools.Find("sandbox__exec");
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->server, "sandbox");
-  EXPECT_EQ(tools.Find("web__fetch"), nullptr);
-  EXPECT_FALSE(t->run(json{{"nope", 1}}, DefaultExecProfile()).ok());
+  EXPECT_FALSE(t->run(json{{"nope", 1}}, ToolEnv{.profile = DefaultExecProfile()}).ok());
+}
+
+TEST(BuiltinToolSet, HoldsWebFetchUnderTheWebServerDeniedWithoutAPolicy) {
+  BuiltinTools tools = BuiltinTools::Default();
+  const BuiltinTool* t = tools.Find("web__fetch");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->server, "web");
+  EXPECT_EQ(t->definition["name"], "web__fetch");
+  EXPECT_FALSE(t->run(json{{"url", 5}}, ToolEnv{}).ok());
+  // No policy in force: no egress allow-list, so every host is refused (as a tool result).
+  auto r = t->run(json{{"url", "http://example.com/"}}, ToolEnv{});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->is_error);
+  EXPECT_NE(r->text.find("no egress allow-list"), std::string::npos) << r->text;
+  EXPECT_EQ(r->mcp_result["structuredContent"]["egress"][0]["allowed"], false);
+}
+
+TEST(BuiltinToolSet, WebFetchTakesTheAllowListFromThePolicy) {
+  BuiltinTools tools = BuiltinTools::Default();
+  policy::Policy p;
+  p.egress_allow = {"docs.example.org"};
+  ToolEnv env{.policy = &p};
+  auto r = tools.Find("web__fetch")->run(json{{"url", "http://other.example.org/"}}, env);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->is_error);
+  EXPECT_NE(r->text.find("other.example.org is not on the allow-list"), std::string::npos)
+      << r->text;
+}
+
+// ---- files, outputs, language ----
+
+TEST(ExecArguments, FilesOutputsAndLanguage) {
+  auto r = ParseExecArguments({{"language", "python"},
+                               {"code", "print(1)"},
+                               {"files", {{"data/in.txt", "x"}}},
+                               {"outputs", {"out/*.txt", "result.json"}}});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->argv, (std::vector<std::string>{"/usr/bin/python3", "main.py"}));
+  EXPECT_EQ(r->files.at("main.py"), "print(1)");
+  EXPECT_EQ(r->files.at("data/in.txt"), "x");
+  EXPECT_EQ(r->outputs, (std::vector<std::string>{"out/*.txt", "result.json"}));
+  EXPECT_TRUE(r->wants_workspace());
+  EXPECT_FALSE(ParseExecArguments({{"command", "ls"}})->wants_workspace());
+}
+
+TEST(ExecArguments, RefusesUnsafeOrOversizedFilesNamingTheMember) {
+  std::string big(kExecMaxInputBytes / 2 + 1, 'a');
+  json many = json::object();
+  for (int i = 0; i <= 64; ++i) many["f" + std::to_string(i)] = "";
+  struct Case {
+    json files;
+    const char* says;
+  } cases[] = {
+      {{{"../escape", "x"}}, "must not contain .."},
+      {{{"a/../../escape", "x"}}, "must not contain .."},
+      {{{"/etc/passwd", "x"}}, "must be relative"},
+      {{{std::string("a\0b", 3), "x"}}, "NUL"},
+      {{{"a//b", "x"}}, "empty component"},
+      {{{"./a", "x"}}, "must not contain ."},
+      {{{"", "x"}}, "empty"},
+      {{{"a", 5}}, "must be a string"},
+      {json::array(), "files must be an object"},
+      {many, "more than 64 files"},
+      {{{"a", big}, {"b", big}}, "over the 8 MiB limit"},
+  };
+  for (const Case& c : cases) {
+    auto r = ParseExecArguments({{"command", "ls"}, {"files", c.files}});
+    ASSERT_FALSE(r.ok()) << c.files.dump().substr(0, 80);
+    EXPECT_NE(r.status().message().find("files"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find(c.says), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(ExecArguments, RefusesBadOutputsAndLanguageCombinations) {
+  json seventeen = json::array();
+  for (int i = 0; i < 17; ++i) seventeen.push_back("f" + std::to_string(i));
+  for (const json& bad : {
+           json{{"command", "ls"}, {"outputs", "out.txt"}},
+           json{{"command", "ls"}, {"outputs", {"../x"}}},
+           json{{"command", "ls"}, {"outputs", {"/etc/shadow"}}},
+           json{{"command", "ls"}, {"outputs", {1}}},
+           json{{"command", "ls"}, {"outputs", seventeen}},
+           json{{"language", "ruby"}, {"code", "puts 1"}},
+           json{{"language", "python"}},
+           json{{"code", "print(1)"}},
+           json{{"language", "sh"}, {"code", "echo"}, {"command", "ls"}},
+           json{{"language", "sh"}, {"code", "echo"}, {"files", {{"main.sh", "x"}}}},
+           json{{"language", "python"}, {"code", 3}},
+       }) {
+    EXPECT_FALSE(ParseExecArguments(bad).ok()) << bad.dump();
+  }
+}
+
+TEST(SandboxExec, FilesAreWrittenIntoTheWorkingDirectory) {
+  ToolResult r = Exec({{"command", "pwd; cat a.txt sub/dir/b.txt"},
+                       {"files", {{"a.txt", "first\n"}, {"sub/dir/b.txt", "second\n"}}}});
+  EXPECT_EQ(r.mcp_result["structuredContent"]["stdout"], "/work\nfirst\nsecond\n")
+      << r.mcp_result.dump();
+  ExpectConforms(r);
+}
+
+TEST(SandboxExec, RunsPythonShAndNodeCode) {
+  struct {
+    const char* language;
+    const char* code;
+  } cases[] = {{"python", "import sys\nprint('py', sys.version_info[0])"},
+               {"sh", "echo sh $0"},
+               {"node", "console.log('node', typeof process.version)"}};
+  const char* expected[] = {"py 3\n", "sh main.sh\n", "node string\n"};
+  for (size_t i = 0; i < 3; ++i) {
+    ToolResult r = Exec({{"language", cases[i].language}, {"code", cases[i].code}});
+    EXPECT_EQ(r.mcp_result["structuredContent"]["stdout"], expected[i]) << r.mcp_result.dump();
+    EXPECT_FALSE(r.is_error) << cases[i].language;
+  }
+}
+
+TEST(SandboxExec, OutputsAreCollectedByPathAndGlob) {
+  ToolResult r = Exec({{"command",
+                        "mkdir -p out && echo one > out/1.txt && echo two > out/2.txt && "
+                        "echo skip > out/3.log && printf '\\377\\000\\001' > blob.bin && "
+                        "echo '{\"k\":1}' > result.json"},
+                       {"outputs", {"out/*.txt", "result.json", "blob.bin", "absent.txt"}}});
+  const json& s = r.mcp_result["structuredContent"];
+  ASSERT_EQ(s["exit_code"], 0) << r.mcp_result.dump();
+  ASSERT_EQ(s["outputs"].size(), 4u) << s.dump();
+  EXPECT_EQ(s["outputs"][0]["path"], "out/1.txt");
+  EXPECT_EQ(s["outputs"][0]["content"], "one\n");
+  EXPECT_EQ(s["outputs"][0]["encoding"], "utf-8");
+  EXPECT_EQ(s["outputs"][1]["path"], "out/2.txt");
+  EXPECT_EQ(s["outputs"][2]["content"], "{\"k\":1}\n");
+  EXPECT_EQ(s["outputs"][3]["path"], "blob.bin");
+  EXPECT_EQ(s["outputs"][3]["encoding"], "base64");
+  EXPECT_EQ(s["outputs"][3]["content"], "/wAB");
+  EXPECT_EQ(s["outputs"][3]["bytes"], 3);
+  ASSERT_EQ(s["outputs_skipped"].size(), 1u) << s.dump();
+  EXPECT_EQ(s["outputs_skipped"][0]["path"], "absent.txt");
+  EXPECT_EQ(s["outputs_skipped"][0]["reason"], "not found");
+  EXPECT_NE(r.text.find("[output out/1.txt, 4 bytes]\none\n"), std::string::npos) << r.text;
+  ExpectConforms(r);
+}
+
+TEST(SandboxExec, OutputFilesAreCutAtOneMebibyteAndSixteenFiles) {
+  ToolResult r = Exec({{"command",
+                        "head -c 1500000 /dev/zero | tr '\\0' a > big.txt; "
+                        "for i in $(seq 10 29); do echo $i > n$i.txt; done"},
+                       {"outputs", {"big.txt", "n*.txt"}}});
+  const json& s = r.mcp_result["structuredContent"];
+  ASSERT_EQ(s["outputs"].size(), kExecMaxOutputFiles) << r.mcp_result.dump().substr(0, 400);
+  EXPECT_EQ(s["outputs"][0]["content"].get<std::string>().size(), kExecOutputFileCapBytes);
+  EXPECT_EQ(s["outputs"][0]["truncated"], true);
+  EXPECT_EQ(s["outputs"][0]["bytes"], 1500000);
+  // big.txt and n10..n24 fit; n25..n29 are reported as over the limit.
+  EXPECT_EQ(s["outputs"][15]["path"], "n24.txt");
+  ASSERT_EQ(s["outputs_skipped"].size(), 5u) << s["outputs_skipped"].dump();
+  EXPECT_NE(s["outputs_skipped"][0]["reason"].get<std::string>().find("more than 16"),
+            std::string::npos);
+}
+
+// The attack: the command plants a symlink at an output path hoping the gateway (root) reads
+// the host's /etc/shadow through it.
+TEST(SandboxExecAttack, SymlinkPlantedAtAnOutputPathIsNotFollowed) {
+  ToolResult r = Exec({{"command",
+                        "ln -s /etc/shadow out.txt && ln -s /etc linked && "
+                        "ln -s /etc/passwd also.txt && mkdir d && ln -s /etc/hostname d/x.txt"},
+                       {"outputs", {"out.txt", "linked/shadow", "linked/*", "*.txt", "d/*.txt"}}});
+  const json& s = r.mcp_result["structuredContent"];
+  ASSERT_EQ(s["exit_code"], 0) << r.mcp_result.dump();
+  EXPECT_EQ(s["outputs"].size(), 0u) << s.dump();
+  std::string dump = r.mcp_result.dump();
+  EXPECT_EQ(dump.find("root:"), std::string::npos) << "host file content leaked: " << dump;
+  ASSERT_FALSE(s["outputs_skipped"].empty());
+  for (const json& skipped : s["outputs_skipped"])
+    EXPECT_EQ(skipped["reason"], "a symbolic link (not followed)") << skipped.dump();
+}
+
+// Sets $TMPDIR for the life of the object.
+class ScopedTmpdir {
+ public:
+  explicit ScopedTmpdir(const std::string& path) {
+    const char* old = getenv("TMPDIR");
+    if (old) saved_ = old;
+    setenv("TMPDIR", path.c_str(), 1);
+  }
+  ~ScopedTmpdir() {
+    if (saved_)
+      setenv("TMPDIR", saved_->c_str(), 1);
+    else
+      unsetenv("TMPDIR");
+  }
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+TEST(SandboxExec, WorkspaceIsPrivateAndRemovedAfterTheCall) {
+  testing::TempDir tmp;
+  // As root the sandbox's user is 65534, which must be able to search its way to the workspace.
+  chmod(tmp.path().c_str(), 0711);
+  ScopedTmpdir scoped(tmp.path());
+  // The command leaves a deep tree, a read-only directory and a link to the outside behind.
+  ToolResult r = Exec({{"command",
+                        "mkdir -p a/b/c && echo x > a/b/c/f && chmod 500 a/b/c && chmod 500 a && "
+                        "ln -s / root && stat -c %a /work"},
+                       {"files", {{"keep.txt", "k"}}},
+                       {"outputs", {"*.txt", "a/*/c/*"}}});
+  EXPECT_EQ(r.mcp_result["structuredContent"]["stdout"], "700\n") << r.mcp_result.dump();
+  EXPECT_EQ(r.mcp_result["structuredContent"]["outputs"].size(), 2u) << r.mcp_result.dump();
+  size_t left = 0;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path())) {
+    ++left;
+    ADD_FAILURE() << "left behind: " << e.path();
+  }
+  EXPECT_EQ(left, 0u);
+  EXPECT_TRUE(std::filesystem::exists("/usr/bin")) << "removal followed the planted link";
+}
+
+TEST(SandboxExec, TmpdirTheSandboxUserCannotReachIsASetupErrorSayingSo) {
+  if (geteuid() != 0) GTEST_SKIP() << "only as root is the sandbox's user someone else";
+  testing::TempDir tmp;  // 0700, root's
+  ScopedTmpdir scoped(tmp.path());
+  ToolResult r = Exec({{"command", "true"}, {"files", {{"a", "b"}}}});
+  EXPECT_EQ(r.mcp_result["structuredContent"]["reason"], "setup_error");
+  EXPECT_NE(r.text.find("is not searchable by the sandbox's user"), std::string::npos) << r.text;
+}
+
+TEST(SandboxExec, ProtectedPathsDoNotApplyInTheFreshWorkspace) {
+  ASSERT_FALSE(DefaultExecProfile().protect.empty());
+  ToolResult r = Exec({{"command", "echo more >> .git/config && cat .git/config"},
+                       {"files", {{".git/config", "start\n"}}}});
+  EXPECT_EQ(r.mcp_result["structuredContent"]["stdout"], "start\nmore\n") << r.mcp_result.dump();
+}
+
+TEST(SandboxExec, NoWorkspaceWithoutFilesOutputsOrLanguage) {
+  ToolResult r = Exec({{"command", "pwd; test -e /work && echo has-work || echo no-work"}});
+  EXPECT_EQ(r.mcp_result["structuredContent"]["stdout"], "/tmp\nno-work\n") << r.mcp_result.dump();
+  EXPECT_FALSE(r.mcp_result["structuredContent"].contains("outputs"));
+  ExpectConforms(r);
+}
+
+// ---- cancellation ----
+
+// Whether a process whose argv is exactly `argv` (NUL-separated) exists on the host.
+bool ProcessWithArgvExists(const std::string& argv) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream in(e.path() / "cmdline", std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline == argv) return true;
+  }
+  return false;
+}
+
+TEST(SandboxExecCancel, CancelFromAnotherThreadKillsTheSandboxAtOnce) {
+  auto cancel = std::make_shared<CancelToken>();
+  auto request = ParseExecArguments({{"argv", {"sleep", "30.4171"}}});
+  ASSERT_TRUE(request.ok());
+  std::thread canceller([cancel] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    cancel->Cancel("client sent notifications/cancelled");
+  });
+  auto start = std::chrono::steady_clock::now();
+  ToolResult r = RunSandboxExec(*request, DefaultExecProfile(), cancel);
+  auto took = std::chrono::steady_clock::now() - start;
+  canceller.join();
+  const json& s = r.mcp_result["structuredContent"];
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_EQ(s["reason"], "signaled") << r.mcp_result.dump();
+  EXPECT_EQ(s["exit_code"], 137);
+  EXPECT_NE(s["error"].get<std::string>().find("client sent notifications/cancelled"),
+            std::string::npos);
+  EXPECT_TRUE(r.is_error);
+  ExpectConforms(r);
+  // The sandbox's tree dies with its launcher (the sandbox's init has PDEATHSIG).
+  std::string argv(
+      "sleep\0"
+      "30.4171\0",
+      14);
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {
+    gone = !ProcessWithArgvExists(argv);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(gone) << "the sandboxed sleep outlived the cancel";
+}
+
+TEST(SandboxExecCancel, AlreadyCancelledCallDoesNotRun) {
+  auto cancel = std::make_shared<CancelToken>();
+  cancel->Cancel("kill switch");
+  auto request = ParseExecArguments({{"command", "sleep 5"}, {"files", {{"f", ""}}}});
+  auto start = std::chrono::steady_clock::now();
+  ToolResult r = RunSandboxExec(*request, DefaultExecProfile(), cancel);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(r.mcp_result["structuredContent"]["reason"], "signaled") << r.mcp_result.dump();
+  EXPECT_EQ(r.mcp_result["structuredContent"]["wall_ms"], 0);
+  EXPECT_NE(r.text.find("kill switch"), std::string::npos) << r.text;
 }
 
 }  // namespace

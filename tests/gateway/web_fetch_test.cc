@@ -1,0 +1,457 @@
+// web__fetch against a real HTTP server on 127.0.0.1 (python3's http.server, started by the
+// test): the allow-list and the address guard on every hop, redirects, limits, cancellation,
+// TLS verification, and the argument checks.
+#include "gateway/web_fetch.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "testing.h"
+
+namespace warden::gateway {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+// The server: a few paths, each a behaviour the tests need. Prints its port, then serves.
+constexpr const char* kServerScript = R"PY(
+import http.server, socketserver, ssl, sys, time, urllib.parse
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def send(self, status, body, ctype="text/plain; charset=utf-8", extra=None):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        url = urllib.parse.urlparse(self.path)
+        q = dict(urllib.parse.parse_qsl(url.query))
+        if url.path == "/text":
+            self.send(200, b"hello from the test server\n")
+        elif url.path == "/echo-host":
+            self.send(200, self.headers.get("Host", "").encode())
+        elif url.path == "/big":
+            self.send(200, b"a" * int(q["n"]))
+        elif url.path == "/slow":
+            time.sleep(float(q.get("s", "5")))
+            self.send(200, b"late\n")
+        elif url.path == "/redirect":
+            self.send(302, b"", extra={"Location": q["to"]})
+        elif url.path == "/chain":
+            n = int(q["n"])
+            if n == 0:
+                self.send(200, b"end of chain\n")
+            else:
+                self.send(302, b"", extra={"Location": "/chain?n=%d" % (n - 1)})
+        elif url.path == "/binary":
+            self.send(200, b"\x89PNG\r\n\x1a\n\x00\x00", ctype="image/png")
+        elif url.path == "/latin1":
+            self.send(200, b"caf\xe9\n", ctype="text/plain; charset=iso-8859-1")
+        else:
+            self.send(404, b"no such page\n")
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+server = Server(("127.0.0.1", 0), Handler)
+if len(sys.argv) > 2:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+)PY";
+
+// A python3 HTTP(S) server on 127.0.0.1, stopped (SIGKILL) on destruction.
+class TestServer {
+ public:
+  explicit TestServer(const std::string& cert = "", const std::string& key = "") {
+    script_ = dir_.File("server.py");
+    testing::WriteFile(script_, kServerScript);
+    int out[2];
+    if (pipe(out) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], 1);
+      close(out[0]);
+      close(out[1]);
+      if (cert.empty()) {
+        execl(kPython, kPython, script_.c_str(), nullptr);
+      } else {
+        execl(kPython, kPython, script_.c_str(), cert.c_str(), key.c_str(), nullptr);
+      }
+      _exit(127);
+    }
+    close(out[1]);
+    FILE* f = fdopen(out[0], "r");
+    if (f == nullptr || fscanf(f, "%d", &port_) != 1) port_ = 0;
+    if (f) fclose(f);
+  }
+  ~TestServer() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  int port() const { return port_; }
+  std::string Url(const std::string& path, const std::string& scheme = "http") const {
+    return scheme + "://127.0.0.1:" + std::to_string(port_) + path;
+  }
+  // The allow entry that reaches it: loopback is allowed only by naming the address literally.
+  std::string AllowEntry() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  testing::TempDir dir_;
+  std::string script_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+// Checks `value` against the subset of JSON Schema web__fetch's outputSchema uses.
+std::string SchemaViolation(const json& value, const json& schema, const std::string& where) {
+  std::string type = schema.value("type", "");
+  bool ok = type.empty() || (type == "object" && value.is_object()) ||
+            (type == "array" && value.is_array()) || (type == "string" && value.is_string()) ||
+            (type == "boolean" && value.is_boolean()) ||
+            (type == "integer" && value.is_number_integer());
+  if (!ok) return where + " is not " + type + ": " + value.dump().substr(0, 80);
+  if (value.is_object() && schema.contains("required")) {
+    for (const json& key : schema["required"]) {
+      if (!value.contains(key.get<std::string>()))
+        return where + "." + key.get<std::string>() + " is missing";
+    }
+  }
+  if (value.is_object() && schema.contains("properties")) {
+    for (const auto& [key, sub] : schema["properties"].items()) {
+      if (!value.contains(key)) continue;
+      std::string v = SchemaViolation(value[key], sub, where + "." + key);
+      if (!v.empty()) return v;
+    }
+  }
+  if (value.is_array() && schema.contains("items")) {
+    for (size_t i = 0; i < value.size(); ++i) {
+      std::string v =
+          SchemaViolation(value[i], schema["items"], where + "[" + std::to_string(i) + "]");
+      if (!v.empty()) return v;
+    }
+  }
+  return "";
+}
+
+class WebFetch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " is needed for the test server";
+    ASSERT_NE(server_.port(), 0) << "the test server did not start";
+  }
+
+  // Fetches with `allow` as the policy's egress.allow; checks the result against the schema.
+  ToolResult Fetch(const json& arguments, std::vector<std::string> allow,
+                   std::shared_ptr<CancelToken> cancel = nullptr) {
+    auto request = ParseFetchArguments(arguments);
+    EXPECT_TRUE(request.ok()) << request.status().message();
+    if (!request.ok()) return {};
+    ToolResult r = RunWebFetch(*request, FetchEgress{.allow = &allow}, cancel);
+    EXPECT_EQ(SchemaViolation(r.mcp_result["structuredContent"],
+                              WebFetchDefinition()["outputSchema"], "structuredContent"),
+              "");
+    EXPECT_EQ(r.mcp_result["isError"], r.is_error);
+    EXPECT_EQ(r.mcp_result["content"][0]["text"], r.text);
+    return r;
+  }
+  static const json& S(const ToolResult& r) { return r.mcp_result["structuredContent"]; }
+
+  TestServer server_;
+};
+
+TEST_F(WebFetch, FetchesAnAllowedLoopbackServerNamedByItsAddress) {
+  ToolResult r = Fetch({{"url", server_.Url("/text")}}, {server_.AllowEntry()});
+  ASSERT_FALSE(r.is_error) << r.text;
+  EXPECT_EQ(S(r)["status"], 200);
+  EXPECT_EQ(S(r)["body"], "hello from the test server\n");
+  EXPECT_EQ(S(r)["content_type"], "text/plain; charset=utf-8");
+  EXPECT_EQ(S(r)["truncated"], false);
+  EXPECT_EQ(S(r)["bytes"], 27);
+  EXPECT_EQ(S(r)["final_url"], server_.Url("/text"));
+  ASSERT_EQ(S(r)["egress"].size(), 1u);
+  const json& d = S(r)["egress"][0];
+  EXPECT_EQ(d["allowed"], true);
+  EXPECT_EQ(d["host"], "127.0.0.1");
+  EXPECT_EQ(d["port"], server_.port());
+  EXPECT_EQ(d["address"], "127.0.0.1");
+  EXPECT_EQ(d["reason"], server_.AllowEntry());
+  EXPECT_NE(r.text.find("HTTP 200"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find("hello from the test server"), std::string::npos) << r.text;
+}
+
+TEST_F(WebFetch, SendsTheHostHeaderWithTheNonDefaultPort) {
+  ToolResult r = Fetch({{"url", server_.Url("/echo-host")}}, {server_.AllowEntry()});
+  EXPECT_EQ(S(r)["body"], "127.0.0.1:" + std::to_string(server_.port())) << r.text;
+}
+
+TEST_F(WebFetch, HostNotOnTheAllowListIsRefusedBeforeAnyConnection) {
+  ToolResult r = Fetch({{"url", "http://not-allowed.example/"}}, {server_.AllowEntry()});
+  EXPECT_TRUE(r.is_error);
+  EXPECT_NE(r.text.find("not-allowed.example is not on the allow-list"), std::string::npos)
+      << r.text;
+  EXPECT_NE(r.text.find("egress.allow"), std::string::npos) << r.text;
+  ASSERT_EQ(S(r)["egress"].size(), 1u);
+  EXPECT_EQ(S(r)["egress"][0]["allowed"], false);
+  EXPECT_EQ(S(r)["egress"][0]["address"], "");
+  EXPECT_EQ(S(r)["status"], 0);
+}
+
+TEST_F(WebFetch, PortNotOnTheAllowListIsRefused) {
+  ToolResult r = Fetch({{"url", "http://127.0.0.1:" + std::to_string(server_.port() + 1) + "/"}},
+                       {server_.AllowEntry()});
+  EXPECT_TRUE(r.is_error);
+  EXPECT_NE(r.text.find("port"), std::string::npos) << r.text;
+}
+
+TEST_F(WebFetch, NoPolicyMeansEveryHostIsRefused) {
+  auto request = ParseFetchArguments({{"url", server_.Url("/text")}});
+  ToolResult r = RunWebFetch(*request, FetchEgress{}, nullptr);
+  EXPECT_TRUE(r.is_error);
+  EXPECT_NE(r.text.find("no egress allow-list is in force"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find("\"127.0.0.1:" + std::to_string(server_.port()) + "\""), std::string::npos)
+      << "the message says what to allow: " << r.text;
+}
+
+// The attack: an allowed name that resolves to loopback. Only an entry naming the address
+// itself reaches loopback.
+TEST_F(WebFetch, LoopbackThroughANameNotAllowedLiterallyIsRefused) {
+  std::string port = std::to_string(server_.port());
+  ToolResult r = Fetch({{"url", "http://localhost:" + port + "/text"}}, {"localhost:" + port});
+  EXPECT_TRUE(r.is_error);
+  EXPECT_NE(r.text.find("loopback"), std::string::npos) << r.text;
+  EXPECT_EQ(S(r)["body"], "");
+  ASSERT_FALSE(S(r)["egress"].empty());
+  for (const json& d : S(r)["egress"]) {
+    EXPECT_EQ(d["allowed"], false) << d.dump();
+    EXPECT_NE(d["address"], "") << d.dump();
+  }
+}
+
+TEST_F(WebFetch, OtherSpellingsOfTheAllowedAddressMeanTheSameAddress) {
+  // 127.1 is 127.0.0.1 (inet_aton): the same address, the same decision.
+  ToolResult r = Fetch({{"url", "http://127.1:" + std::to_string(server_.port()) + "/text"}},
+                       {server_.AllowEntry()});
+  EXPECT_FALSE(r.is_error) << r.text;
+  EXPECT_EQ(S(r)["final_url"], server_.Url("/text"));
+}
+
+TEST_F(WebFetch, FollowsRedirects) {
+  ToolResult r = Fetch({{"url", server_.Url("/redirect?to=/text")}}, {server_.AllowEntry()});
+  ASSERT_FALSE(r.is_error) << r.text;
+  EXPECT_EQ(S(r)["final_url"], server_.Url("/text"));
+  EXPECT_EQ(S(r)["url"], server_.Url("/redirect?to=/text"));
+  EXPECT_EQ(S(r)["egress"].size(), 2u);
+  ToolResult five = Fetch({{"url", server_.Url("/chain?n=5")}}, {server_.AllowEntry()});
+  EXPECT_EQ(S(five)["body"], "end of chain\n") << five.text;
+}
+
+TEST_F(WebFetch, MoreThanFiveRedirectsFail) {
+  ToolResult r = Fetch({{"url", server_.Url("/chain?n=6")}}, {server_.AllowEntry()});
+  EXPECT_TRUE(r.is_error);
+  EXPECT_NE(r.text.find("more than 5 redirects"), std::string::npos) << r.text;
+}
+
+// The attack: an allowed server redirects to the cloud metadata service.
+TEST_F(WebFetch, RedirectToTheMetadataAddressIsRefused) {
+  for (const char* target : {"http://169.254.169.254/latest/meta-data/",
+                             "http://2852039166/latest/meta-data/",  // the same, as one number
+                             "http://[::ffff:169.254.169.254]/"}) {
+    ToolResult r = Fetch({{"url", server_.Url(std::string("/redirect?to=") + target)}},
+                         {server_.AllowEntry()});
+    EXPECT_TRUE(r.is_error) << target;
+    ASSERT_EQ(S(r)["egress"].size(), 2u) << S(r).dump();
+    EXPECT_EQ(S(r)["egress"][0]["allowed"], true);
+    EXPECT_EQ(S(r)["egress"][1]["allowed"], false) << target;
+    EXPECT_EQ(S(r)["body"], "");
+  }
+}
+
+// The attack: a redirect to a name the allow-list permits but that resolves to loopback; the
+// address guard runs on every hop, not only the first. (The literal entry 127.0.0.1:PORT lifts
+// the guard for that address and port only, whatever name led there: port 80 stays refused.)
+TEST_F(WebFetch, RedirectToAnAllowedNameResolvingToLoopbackIsRefused) {
+  ToolResult r = Fetch({{"url", server_.Url("/redirect?to=http://localhost/text")}},
+                       {server_.AllowEntry(), "localhost"});
+  EXPECT_TRUE(r.is_error);
+  EXPECT_NE(r.text.find("loopback"), std::string::npos) << r.text;
+  ASSERT_GE(S(r)["egress"].size(), 2u);
+  EXPECT_EQ(S(r)["egress"][0]["allowed"], true);
+  const json& last = S(r)["egress"].back();
+  EXPECT_EQ(last["allowed"], false);
+  EXPECT_EQ(last["host"], "localhost");
+  EXPECT_NE(last["reason"].get<std::string>().find("loopback"), std::string::npos);
+}
+
+TEST_F(WebFetch, BodyIsCutAtMaxBytes) {
+  ToolResult r =
+      Fetch({{"url", server_.Url("/big?n=50000")}, {"max_bytes", 1000}}, {server_.AllowEntry()});
+  ASSERT_FALSE(r.is_error) << r.text;
+  EXPECT_EQ(S(r)["body"], std::string(1000, 'a'));
+  EXPECT_EQ(S(r)["truncated"], true);
+  EXPECT_EQ(S(r)["bytes"], 1000);
+  EXPECT_NE(r.text.find("cut at 1000 bytes"), std::string::npos) << r.text.substr(0, 200);
+  ToolResult whole =
+      Fetch({{"url", server_.Url("/big?n=1000")}, {"max_bytes", 1000}}, {server_.AllowEntry()});
+  EXPECT_EQ(S(whole)["truncated"], false);
+}
+
+TEST_F(WebFetch, TimeoutEndsTheFetch) {
+  auto start = std::chrono::steady_clock::now();
+  ToolResult r =
+      Fetch({{"url", server_.Url("/slow?s=5")}, {"timeout_s", 0.5}}, {server_.AllowEntry()});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  EXPECT_TRUE(r.is_error);
+  EXPECT_NE(r.text.find("timed out"), std::string::npos) << r.text;
+  EXPECT_NE(S(r)["error"].get<std::string>().find("limit 500 ms"), std::string::npos);
+}
+
+TEST_F(WebFetch, CancelFromAnotherThreadEndsTheFetch) {
+  auto cancel = std::make_shared<CancelToken>();
+  std::thread canceller([cancel] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    cancel->Cancel("session closed");
+  });
+  auto start = std::chrono::steady_clock::now();
+  ToolResult r = Fetch({{"url", server_.Url("/slow?s=10")}}, {server_.AllowEntry()}, cancel);
+  canceller.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  EXPECT_TRUE(r.is_error);
+  EXPECT_NE(r.text.find("cancelled (session closed)"), std::string::npos) << r.text;
+}
+
+TEST_F(WebFetch, NotFoundIsAnErrorWithTheBody) {
+  ToolResult r = Fetch({{"url", server_.Url("/missing")}}, {server_.AllowEntry()});
+  EXPECT_TRUE(r.is_error);
+  EXPECT_EQ(S(r)["status"], 404);
+  EXPECT_EQ(S(r)["body"], "no such page\n");
+  EXPECT_NE(r.text.find("HTTP 404"), std::string::npos) << r.text;
+}
+
+TEST_F(WebFetch, NonTextContentIsDescribedNotReturned) {
+  ToolResult r = Fetch({{"url", server_.Url("/binary")}}, {server_.AllowEntry()});
+  EXPECT_FALSE(r.is_error) << r.text;
+  EXPECT_EQ(S(r)["body"], "");
+  EXPECT_EQ(S(r)["content_type"], "image/png");
+  EXPECT_EQ(S(r)["bytes"], 10);
+  EXPECT_NE(r.text.find("non-text content, not shown"), std::string::npos) << r.text;
+}
+
+TEST_F(WebFetch, Latin1TextIsReturnedAsUtf8) {
+  ToolResult r = Fetch({{"url", server_.Url("/latin1")}}, {server_.AllowEntry()});
+  EXPECT_EQ(S(r)["body"], "caf\xC3\xA9\n");
+}
+
+TEST_F(WebFetch, ConnectionRefusedIsAnError) {
+  // A port nothing listens on (the server's port + 1 is very likely free: checked by connect).
+  std::string entry = "127.0.0.1:" + std::to_string(server_.port() + 1);
+  ToolResult r = Fetch({{"url", "http://" + entry + "/"}}, {entry});
+  EXPECT_TRUE(r.is_error);
+  EXPECT_NE(r.text.find("connecting to 127.0.0.1"), std::string::npos) << r.text;
+  EXPECT_EQ(S(r)["egress"][0]["allowed"], true);
+}
+
+TEST_F(WebFetch, BadUrlsAreErrorResults) {
+  for (const char* url :
+       {"ftp://127.0.0.1/", "http://user:pw@127.0.0.1/", "http:///x", "http://127.0.0.1:99999/",
+        "http://a b/", "file:///etc/passwd", "http://1.2.3.4.5/"}) {
+    ToolResult r = Fetch({{"url", url}}, {server_.AllowEntry()});
+    EXPECT_TRUE(r.is_error) << url;
+    EXPECT_NE(r.text.find("bad url"), std::string::npos) << url << ": " << r.text;
+    EXPECT_TRUE(S(r)["egress"].empty()) << url;
+  }
+}
+
+// Certificates are verified against the system store: a self-signed server is refused.
+TEST(WebFetchTls, SelfSignedCertificateIsRefused) {
+  if (access(kPython, X_OK) != 0 || access("/usr/bin/openssl", X_OK) != 0)
+    GTEST_SKIP() << "python3 and openssl are needed";
+  testing::TempDir dir;
+  std::string cert = dir.File("cert.pem"), key = dir.File("key.pem");
+  std::string cmd =
+      "/usr/bin/openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
+      " -addext subjectAltName=IP:127.0.0.1 -keyout " +
+      key + " -out " + cert + " >/dev/null 2>&1";
+  ASSERT_EQ(system(cmd.c_str()), 0);
+  TestServer server(cert, key);
+  ASSERT_NE(server.port(), 0);
+  std::vector<std::string> allow{server.AllowEntry()};
+  auto request = ParseFetchArguments({{"url", server.Url("/text", "https")}});
+  ToolResult r = RunWebFetch(*request, FetchEgress{.allow = &allow}, nullptr);
+  EXPECT_TRUE(r.is_error);
+  EXPECT_NE(r.text.find("TLS handshake"), std::string::npos) << r.text;
+  EXPECT_NE(r.text.find("certificate"), std::string::npos) << r.text;
+  EXPECT_EQ(r.mcp_result["structuredContent"]["body"], "");
+}
+
+TEST(FetchArguments, AcceptsUrlWithOptionalLimitsAndCapsThem) {
+  auto r = ParseFetchArguments({{"url", "https://example.com/"}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->max_bytes, kFetchDefaultMaxBytes);
+  EXPECT_EQ(r->timeout_ms, kFetchDefaultTimeoutMs);
+  r = ParseFetchArguments({{"url", "http://x.test/"}, {"max_bytes", 5000000}, {"timeout_s", 100}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->max_bytes, kFetchMaxBytesCap);
+  EXPECT_EQ(r->timeout_ms, kFetchTimeoutCapMs);
+  r = ParseFetchArguments({{"url", "http://x.test/"}, {"max_bytes", 10}, {"timeout_s", 1.5}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->max_bytes, 10u);
+  EXPECT_EQ(r->timeout_ms, 1500u);
+}
+
+TEST(FetchArguments, RefusesBadArgumentsNamingTheMember) {
+  struct {
+    json arguments;
+    const char* member;
+  } cases[] = {
+      {json::array(), "arguments"},
+      {json::object(), "url"},
+      {{{"url", 5}}, "url"},
+      {{{"url", ""}}, "url"},
+      {{{"url", "http://x/"}, {"max_bytes", 0}}, "max_bytes"},
+      {{{"url", "http://x/"}, {"max_bytes", -5}}, "max_bytes"},
+      {{{"url", "http://x/"}, {"max_bytes", 1.5}}, "max_bytes"},
+      {{{"url", "http://x/"}, {"max_bytes", "10"}}, "max_bytes"},
+      {{{"url", "http://x/"}, {"timeout_s", 0}}, "timeout_s"},
+      {{{"url", "http://x/"}, {"timeout_s", "1"}}, "timeout_s"},
+      {{{"url", "http://x/"}, {"method", "POST"}}, "method"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseFetchArguments(c.arguments);
+    ASSERT_FALSE(r.ok()) << c.arguments.dump();
+    EXPECT_NE(r.status().message().find(c.member), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(FetchDefinition, DeclaresInputAndOutputSchemas) {
+  json def = WebFetchDefinition();
+  EXPECT_EQ(def["name"], "web__fetch");
+  EXPECT_EQ(def["inputSchema"]["required"], json({"url"}));
+  EXPECT_EQ(def["inputSchema"]["additionalProperties"], false);
+  for (const char* key :
+       {"url", "final_url", "status", "content_type", "body", "truncated", "bytes", "egress"})
+    EXPECT_TRUE(def["outputSchema"]["properties"].contains(key)) << key;
+}
+
+}  // namespace
+}  // namespace warden::gateway
