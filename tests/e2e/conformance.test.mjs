@@ -20,11 +20,9 @@ const FIXTURE = join(E2E_DIR, 'conformance', 'fixture-server.mjs');
 // Each is still run and its outcome printed; an entry that starts passing fails this test, so the
 // list cannot go stale.
 const NOT_APPLICABLE = {
-  // A "pending" scenario (not in the suite's active set). Its checks are SHOULDs reported as
-  // WARNING: a priming SSE event and a retry field on the POST stream, which the SDK sends only
-  // for MCP-Protocol-Version >= 2025-11-25 while the scenario sends 2025-03-26; the SDK's own
-  // server gets the same warnings (conformance/serve-http.mjs).
-  'server-sse-polling': 'pending scenario; SHOULD-level warnings that the reference SDK server also gets',
+  // None today: every server scenario applies to a gateway fronting a complete server. (The
+  // pending server-sse-polling only warns against the SDK's own transport, which sends no priming
+  // event for the MCP-Protocol-Version 2025-03-26 the scenario uses; warden passes it.)
 };
 
 const scenarios = (() => {

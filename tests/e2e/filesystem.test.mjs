@@ -5,9 +5,12 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { FILESYSTEM_JS, NODE, auditEntries, connectHttp, resultText, startServe, tempDir, writeFile } from './lib/warden.mjs';
+import {
+  FILESYSTEM_JS, NODE, auditEntries, connectHttp, makeApiKey, resultText, startServe, tempDir, writeFile,
+} from './lib/warden.mjs';
 
 let tmp, warden, db, data, client;
+const key = makeApiKey();
 
 before(async () => {
   tmp = tempDir();
@@ -16,9 +19,17 @@ before(async () => {
   mkdirSync(data);
   writeFileSync(join(data, 'notes.txt'), 'first line\nsecond line\n');
   mkdirSync(join(data, 'sub'));
-  // The first matching rule decides: any write_file with a path is denied (a conditional rule, so
+  // warden serve with a config file always asks for credentials, so the policy names one tenant
+  // with one agent and its API key. The first matching rule decides: any write_file with a path is denied (a conditional rule, so
   // the tool stays listed and the refusal says why), the rest of the server's tools are allowed.
   const policy = writeFile(tmp.dir, 'policy.yaml', `version: 1
+identity:
+  tenants:
+    home:
+      users:
+        me: {}
+      agents:
+        me-bot: { user: me, keys: ["${key.hash}"] }
 upstreams:
   files:
     command: ${JSON.stringify([NODE, FILESYSTEM_JS, data])}
@@ -31,7 +42,7 @@ tools:
     access: read
 `);
   warden = await startServe(['--config', policy, '--audit-db', db]);
-  ({ client } = await connectHttp(warden.url));
+  ({ client } = await connectHttp(warden.url, { headers: { Authorization: `Bearer ${key.key}` } }));
 });
 after(async () => {
   await client?.close();

@@ -4,7 +4,7 @@
 // went wrong and warden's stderr, never by skipping.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -32,9 +32,14 @@ export function wardenBin() {
   return bin;
 }
 
-/** A fresh temporary directory, removed by the returned cleanup. */
+/**
+ * A fresh temporary directory, removed by the returned cleanup. Mode 0755, not mkdtemp's 0700: a
+ * stdio upstream runs in warden's sandbox as an unprivileged user, which must be able to reach
+ * the files a test gives it (server-filesystem's root, the rug-pull fixture's description file).
+ */
 export function tempDir(tag = 'warden-e2e-') {
   const dir = mkdtempSync(join(tmpdir(), tag));
+  chmodSync(dir, 0o755);
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
