@@ -1,13 +1,14 @@
 # The two commands a new machine needs (see README.md):
-#   make run    builds warden and starts it on its embedded defaults
+#   make run    builds warden and starts the gateway (`warden serve`) on its embedded defaults
 #   make test   builds everything and runs every test (what CI runs)
-# Other targets: make build, make asan (tests under AddressSanitizer + UBSan), make bench.
+# Other targets: make build, make demo (the sandbox tried from inside), make asan (tests under
+# AddressSanitizer + UBSan), make bench.
 
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build run test test-werror asan bench clean
+.PHONY: deps build run demo test test-werror asan bench clean
 
 deps:
 	@scripts/install-deps.sh
@@ -17,6 +18,9 @@ build: deps
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: build
+	@exec $(BUILD)/src/cli/warden serve
+
+demo: build
 	@scripts/demo.sh $(BUILD)/src/cli/warden
 
 test: build

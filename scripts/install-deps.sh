@@ -12,14 +12,20 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # tests and benchmarks: real peers and tools the tests drive
   python3 curl iproute2 util-linux bubblewrap hyperfine procps
+  # the e2e tests: the official MCP SDK and reference servers run on Node.js (scripts/install-node-deps.sh)
+  nodejs
 )
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-"$(dirname "${BASH_SOURCE[0]}")/install-node-deps.sh"  # tests/e2e: MCP SDK, reference servers, conformance
-[ ${#missing[@]} -eq 0 ] && exit 0
+# Debian's nodejs comes without npm (a separate package); NodeSource's nodejs bundles it.
+command -v npm >/dev/null 2>&1 || dpkg-query -W -f='${Status}' npm 2>/dev/null | grep -q 'install ok installed' || missing+=(npm)
+node_deps() {  # tests/e2e: MCP SDK, reference servers, conformance suite (after node is there)
+  "$(dirname "${BASH_SOURCE[0]}")/install-node-deps.sh"
+}
+if [ ${#missing[@]} -eq 0 ]; then node_deps; exit 0; fi
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: missing packages: ${missing[*]}; run this script as root (or with sudo)" >&2
@@ -29,3 +35,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+node_deps

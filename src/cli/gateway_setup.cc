@@ -9,6 +9,7 @@
 #include "gateway/default_policy.h"
 #include "gateway/session.h"
 #include "policy/policy.h"
+#include "state/pins.h"
 #ifdef WARDEN_HAVE_UPSTREAM
 #include "upstream/client.h"
 #endif
@@ -184,10 +185,29 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, gatew
   g->audit_ = std::move(*log_opened);
   g->audit_path_ = audit_options.path;
   g->holder_.Set(*policy);
-  g->switches_ = std::make_unique<gateway::KillSwitches>();
+  // Kill switches and tool pins live in the audit log's database file, so that `warden kill` and
+  // `warden tools` run in the same folder act on this gateway (docs/state.md).
+  auto switches = gateway::KillSwitches::Open({.path = audit_options.path});
+  if (!switches) return switches.status().Wrap("kill switches in " + audit_options.path);
+  g->switches_ = std::move(*switches);
+  auto pins = state::PinStore::Open({.path = audit_options.path});
+  if (!pins) return pins.status().Wrap("tool pins in " + audit_options.path);
+  g->pins_ = std::move(*pins);
   g->tools_ = gateway::BuiltinTools::Default();
 
   gateway::GatewayOptions options;
+  state::PinStore* pin_store = g->pins_.get();
+  options.pin_review = [pin_store](const std::string& server, const std::string& prefix,
+                                   const json& tools) -> Result<std::vector<std::string>> {
+    // The store takes the prefix with its separator ("files__", or "" for none).
+    auto shown = pin_store->Review(server, prefix.empty() ? "" : prefix + "__", tools);
+    if (!shown) return shown.status();
+    return std::vector<std::string>(shown->begin(), shown->end());
+  };
+  options.pin_generation = [pin_store]() -> int64_t {
+    auto generation = pin_store->ApprovalGeneration();
+    return generation ? *generation : -1;
+  };
 #ifdef WARDEN_HAVE_UPSTREAM
   options.make_upstream = [](upstream::Spec spec, upstream::Events events,
                              upstream::ClientOptions client_options) {
@@ -196,6 +216,22 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, gatew
 #endif
   g->core_ = std::make_unique<gateway::GatewayCore>(g->holder_, *g->audit_, *g->switches_,
                                                     g->tools_, std::move(caller), options);
+  // A switch pulled here or by `warden kill` elsewhere ends the calls in flight it covers (their
+  // sandboxes and upstream requests), not only the calls that come after it.
+  // The refresher thread may call this until the switches are destroyed, after the core: it
+  // reaches the core only through `live_`, which the destructor clears first.
+  g->live_ = std::make_shared<LiveCore>();
+  g->live_->core = g->core_.get();
+  g->switches_->Subscribe([live = g->live_](gateway::KillScope scope, const std::string& name,
+                                            const std::string& reason) {
+    std::string why = "stopped by kill switch" + (reason.empty() ? "" : ": " + reason);
+    std::lock_guard lock(live->mu);
+    if (live->core == nullptr) return;
+    gateway::GatewayCore* core = live->core;
+    core->Post([core, scope, name, why] {
+      for (auto& session : core->Sessions()) session->CancelMatching(scope, name, why);
+    });
+  });
   if (!flags.config.empty()) g->watcher_ = std::thread([raw = g.get()] { raw->Watch(); });
   return g;
 }
@@ -203,6 +239,10 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, gatew
 Gateway::~Gateway() {
   stop_ = true;
   if (watcher_.joinable()) watcher_.join();
+  if (live_) {
+    std::lock_guard lock(live_->mu);
+    live_->core = nullptr;
+  }
   core_.reset();
 }
 

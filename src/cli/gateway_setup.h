@@ -18,6 +18,7 @@
 #include "gateway/gateway.h"
 #include "gateway/kill_switches.h"
 #include "policy/holder.h"
+#include "state/pins.h"
 
 namespace warden::cli {
 
@@ -72,8 +73,14 @@ class Gateway {
   policy::PolicyHolder holder_;
   std::unique_ptr<audit::AuditLog> audit_;
   std::unique_ptr<gateway::KillSwitches> switches_;
+  std::unique_ptr<state::PinStore> pins_;
   gateway::BuiltinTools tools_;
   std::unique_ptr<gateway::GatewayCore> core_;
+  struct LiveCore {
+    std::mutex mu;
+    gateway::GatewayCore* core = nullptr;
+  };
+  std::shared_ptr<LiveCore> live_;
   std::string audit_path_;
   std::mutex reload_mu_;
   std::atomic<bool> stop_{false};

@@ -10,6 +10,10 @@ tools:
   - match: { tool: "sandbox__exec", server: "sandbox" }
     risk: medium
     effect: allow
+  # web__fetch is listed but reaches nothing: the default egress allow-list is empty.
+  - match: { tool: "web__fetch", server: "web" }
+    risk: low
+    effect: allow
 defaults:
   unknown_tool: { risk: high, effect: deny }
 )";

@@ -41,6 +41,9 @@ struct GatewayOptions {
   std::chrono::milliseconds upstream_ready_timeout{20000};
   UpstreamFactory make_upstream;
   PinReview pin_review;
+  // The pin store's approval generation: when it changes (`warden tools approve`), each
+  // session reviews its upstreams' tools again, so approved tools appear without a restart.
+  std::function<int64_t()> pin_generation;
 };
 
 // Everything a session needs; nothing here is owned by a session. Thread-safe.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gateway/gateway.h"
+#include "gateway/identity.h"
 #include "gateway/session_upstreams.h"
 #include "mcp/protocol_version.h"
 
@@ -204,6 +205,16 @@ mcp::Message McpSession::Initialize(const mcp::Request& request) {
                          : json::object();
   std::shared_ptr<const policy::Policy> policy = core_.policy().Current();
   if (!policy) return mcp::MakeError(request.id, mcp::kInternalError, "no policy is in force");
+  // A session may narrow itself to a task scope (never widen): _meta["warden/scope"].
+  if (params->contains("_meta") && (*params)["_meta"].is_object() &&
+      (*params)["_meta"].contains("warden/scope")) {
+    const json& requested = (*params)["_meta"]["warden/scope"];
+    if (!requested.is_string())
+      return mcp::MakeError(request.id, mcp::kInvalidParams, "_meta.warden/scope must be a string");
+    auto scope = NarrowScope(*policy, caller_, requested.get<std::string>());
+    if (!scope) return mcp::MakeError(request.id, mcp::kInvalidParams, scope.status().message());
+    caller_.scope = *scope;
+  }
 
   // The session's upstreams start now, in the background: tools/list waits for them.
   auto upstreams = std::make_shared<SessionUpstreams>(core_, *this);
@@ -293,15 +304,16 @@ void McpSession::Close() {
   core_.Unregister(this);
 }
 
-void McpSession::CancelMatching(const std::string& tenant, const std::string& agent,
-                                const std::string& tool, const std::string& reason) {
-  bool whole = (!tenant.empty() && tenant == caller_.tenant) ||
-               (!agent.empty() && agent == caller_.agent) || (tenant.empty() && agent.empty() && tool.empty());
+void McpSession::CancelMatching(KillScope scope, const std::string& name,
+                                const std::string& reason) {
+  const bool whole = scope == KillScope::kGlobal ||
+                     (scope == KillScope::kTenant && name == caller_.tenant) ||
+                     (scope == KillScope::kAgent && name == caller_.agent);
   std::vector<std::shared_ptr<InFlight>> hit;
   {
     std::lock_guard lock(mu_);
     for (auto& [key, flight] : in_flight_) {
-      if (whole || (!tool.empty() && flight->tool == tool)) hit.push_back(flight);
+      if (whole || (scope == KillScope::kTool && flight->tool == name)) hit.push_back(flight);
     }
   }
   for (auto& flight : hit) flight->cancel->Cancel(reason);

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/kill_switches.h"
 #include "gateway/stages.h"
 #include "mcp/jsonrpc.h"
 
@@ -78,10 +79,8 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   void Drain();
 
   // Cancels this session's calls in flight that a newly pulled kill switch covers: all of them
-  // when the session's tenant or agent is named (or everything is: all three empty), else those
-  // of `tool`.
-  void CancelMatching(const std::string& tenant, const std::string& agent, const std::string& tool,
-                      const std::string& reason);
+  // for the global switch or the session's own tenant or agent, else the calls of tool `name`.
+  void CancelMatching(KillScope scope, const std::string& name, const std::string& reason);
 
   bool initialized() const { return initialized_.load(); }
   bool closed() const { return closed_.load(); }

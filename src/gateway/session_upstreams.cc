@@ -1,6 +1,7 @@
 #include "gateway/session_upstreams.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include "gateway/gateway.h"
 
@@ -90,9 +91,23 @@ void SessionUpstreams::OnState(Entry& entry, upstream::State state, const std::s
       std::lock_guard lock(entry.mu);
       announce = entry.listed;  // a restart: the client may already hold the old list
       entry.error.clear();
+      entry.down = false;
     }
     auto self = shared_from_this();
     core_.Post([self, &entry, announce] { self->ListToolsOf(entry, announce); });
+    return;
+  }
+  if (state == upstream::State::kRestarting || state == upstream::State::kStopped) {
+    // An operator must be able to see why an upstream is missing from the lists.
+    if (!stopped_.load())
+      std::fprintf(stderr, "warden: upstream %s: %s%s\n", entry.name.c_str(), why.c_str(),
+                   state == upstream::State::kRestarting ? " (restarting)" : " (given up)");
+  }
+  if (state == upstream::State::kRestarting) {
+    std::lock_guard lock(entry.mu);
+    entry.down = true;
+    entry.error = why;
+    entry.cv.notify_all();
     return;
   }
   if (state == upstream::State::kStopped) {
@@ -109,20 +124,14 @@ void SessionUpstreams::ListToolsOf(Entry& entry, bool announce) {
   std::set<std::string> shown;
   std::string error;
   json tools = json::array();
+  const int64_t generation = PinGeneration();
   if (listed) {
     for (json& t : *listed) {
       if (t.is_object() && t.contains("name") && t["name"].is_string()) tools.push_back(std::move(t));
     }
-    if (core_.options().pin_review) {
-      auto allowed = core_.options().pin_review(entry.name, entry.prefix, tools);
-      if (allowed) {
-        shown.insert(allowed->begin(), allowed->end());
-      } else {
-        error = "tool pins: " + allowed.status().message();  // fail closed: nothing shown
-      }
-    } else {
-      for (const json& t : tools) shown.insert(t["name"].get<std::string>());
-    }
+    auto allowed = Review(entry, tools);
+    if (allowed) shown = std::move(*allowed);
+    else error = allowed.status().message();  // fail closed: nothing shown
   } else {
     error = listed.status().message();
   }
@@ -131,6 +140,7 @@ void SessionUpstreams::ListToolsOf(Entry& entry, bool announce) {
     entry.tools = std::move(tools);
     entry.shown = std::move(shown);
     entry.error = error;
+    entry.pin_generation = generation;
     entry.listed = true;
   }
   entry.cv.notify_all();
@@ -141,7 +151,7 @@ void SessionUpstreams::ListToolsOf(Entry& entry, bool announce) {
 bool SessionUpstreams::WaitListed(Entry& entry) {
   std::unique_lock lock(entry.mu);
   return entry.cv.wait_for(lock, core_.options().upstream_ready_timeout,
-                           [&] { return entry.listed || entry.gone || stopped_.load(); }) &&
+                           [&] { return entry.listed || entry.gone || entry.down || stopped_.load(); }) &&
          entry.listed;
 }
 
@@ -166,10 +176,41 @@ Result<json> SessionUpstreams::ListAll(Entry& entry, const std::string& method,
   return Status::Error(method + " on upstream " + entry.name + ": more than 100 pages");
 }
 
+int64_t SessionUpstreams::PinGeneration() const {
+  return core_.options().pin_generation ? core_.options().pin_generation() : -1;
+}
+
+Result<std::set<std::string>> SessionUpstreams::Review(Entry& entry, const json& tools) {
+  std::set<std::string> shown;
+  if (!core_.options().pin_review) {
+    for (const json& t : tools) shown.insert(t["name"].get<std::string>());
+    return shown;
+  }
+  auto allowed = core_.options().pin_review(entry.name, entry.prefix, tools);
+  if (!allowed) return allowed.status().Wrap("tool pins");
+  shown.insert(allowed->begin(), allowed->end());
+  return shown;
+}
+
+void SessionUpstreams::RefreshPins(Entry& entry) {
+  const int64_t generation = PinGeneration();
+  json tools;
+  {
+    std::lock_guard lock(entry.mu);
+    if (!entry.listed || entry.pin_generation == generation) return;
+    tools = entry.tools;
+  }
+  auto allowed = Review(entry, tools);
+  std::lock_guard lock(entry.mu);
+  entry.shown = allowed ? std::move(*allowed) : std::set<std::string>{};
+  entry.pin_generation = generation;
+}
+
 std::vector<json> SessionUpstreams::Tools() {
   std::vector<json> out;
   for (auto& entry : entries_) {
     if (!WaitListed(*entry)) continue;
+    RefreshPins(*entry);
     std::lock_guard lock(entry->mu);
     for (const json& t : entry->tools) {
       const std::string name = t["name"].get<std::string>();
@@ -201,6 +242,12 @@ void SessionUpstreams::Route(CallContext& call, const json& params, McpSession::
       shown = entry->shown.count(upstream_name) > 0;
     }
     if (!known) continue;
+    if (!shown) {
+      // Perhaps approved since the last review (`warden tools approve`): look again.
+      RefreshPins(*entry);
+      std::lock_guard lock(entry->mu);
+      shown = entry->shown.count(upstream_name) > 0;
+    }
     call.server = entry->name;
     flight.upstream = entry->name;
     // A tool whose definition changed since it was pinned stays unexecutable: without `forward`
@@ -308,15 +355,35 @@ SessionUpstreams::Entry* SessionUpstreams::OwnerOfUri(const std::string& uri) {
     }
   }
   if (best) return best;
-  // One server with resources: it is the only one that can know.
-  Entry* only = nullptr;
+  return nullptr;
+}
+
+SessionUpstreams::Entry* SessionUpstreams::FindOwnerOfUri(const std::string& uri) {
+  if (Entry* owner = OwnerOfUri(uri)) return owner;
+  // Not seen in a listing of this session: a client may read a URI it knows without listing
+  // first. One upstream with resources is the only one that can know; with several, list them.
+  std::vector<Entry*> with_resources;
   for (auto& entry : entries_) {
-    if (entry->client->info().capabilities.contains("resources")) {
-      if (only) return nullptr;
-      only = entry.get();
+    if (!entry->client->WaitReady(core_.options().upstream_ready_timeout)) continue;
+    if (entry->client->info().capabilities.contains("resources")) with_resources.push_back(entry.get());
+  }
+  if (with_resources.size() == 1) return with_resources.front();
+  for (Entry* entry : with_resources) {
+    for (auto [method, member] : {std::pair{"resources/list", "resources"},
+                                  std::pair{"resources/templates/list", "resourceTemplates"}}) {
+      auto items = ListAll(*entry, method, member);
+      if (!items) continue;
+      std::lock_guard lock(mu_);
+      for (const json& item : *items) {
+        if (!item.is_object()) continue;
+        if (item.contains("uri") && item["uri"].is_string())
+          uri_owner_[item["uri"].get<std::string>()] = entry;
+        else if (item.contains("uriTemplate") && item["uriTemplate"].is_string())
+          template_owner_.emplace_back(TemplatePrefix(item["uriTemplate"].get<std::string>()), entry);
+      }
     }
   }
-  return only;
+  return OwnerOfUri(uri);
 }
 
 SessionUpstreams::Entry* SessionUpstreams::ByExposedPrompt(const std::string& name,
@@ -399,7 +466,7 @@ mcp::Message SessionUpstreams::Forward(const mcp::Request& request, McpSession::
   if (m == "resources/read" || m == "resources/subscribe" || m == "resources/unsubscribe") {
     if (!params.contains("uri") || !params["uri"].is_string())
       return LocalError(request.id, mcp::kInvalidParams, m + " needs params.uri (a string)");
-    owner = OwnerOfUri(params["uri"].get<std::string>());
+    owner = FindOwnerOfUri(params["uri"].get<std::string>());
     if (!owner)
       return LocalError(request.id, mcp::kResourceNotFound,
                         "Resource not found: " + params["uri"].get<std::string>());
@@ -420,7 +487,7 @@ mcp::Message SessionUpstreams::Forward(const mcp::Request& request, McpSession::
       owner = ByExposedPrompt(ref["name"].get<std::string>(), &upstream_name);
       if (owner) forwarded["ref"]["name"] = upstream_name;
     } else if (type == "ref/resource" && ref.contains("uri") && ref["uri"].is_string()) {
-      owner = OwnerOfUri(ref["uri"].get<std::string>());
+      owner = FindOwnerOfUri(ref["uri"].get<std::string>());
     } else {
       return LocalError(request.id, mcp::kInvalidParams,
                         "completion/complete needs params.ref of type ref/prompt or ref/resource");

@@ -62,9 +62,11 @@ class SessionUpstreams : public std::enable_shared_from_this<SessionUpstreams> {
     std::condition_variable cv;
     bool listed = false;      // tools listed since the last start
     bool gone = false;        // stopped for good
+    bool down = false;        // died and waiting to restart: lists do not wait for it
     std::string error;        // why listing failed
     nlohmann::json tools = nlohmann::json::array();  // upstream definitions
     std::set<std::string> shown;                       // upstream names pinning lets through
+    int64_t pin_generation = -1;                       // the approvals `shown` reflects
   };
   struct Progress {
     nlohmann::json token;  // the client's own token
@@ -76,13 +78,22 @@ class SessionUpstreams : public std::enable_shared_from_this<SessionUpstreams> {
   void OnState(Entry& entry, upstream::State state, const std::string& why);
   void ListToolsOf(Entry& entry, bool announce);
   bool WaitListed(Entry& entry);
+  // Reviews the entry's tools against the pins again when an approval happened since.
+  void RefreshPins(Entry& entry);
+  // The pin review of `tools`: the names to show, or an error (then nothing is shown).
+  Result<std::set<std::string>> Review(Entry& entry, const nlohmann::json& tools);
+  int64_t PinGeneration() const;
   // Sends and waits; cancellable through `flight`; progress tokens rewritten to reach `related`.
   mcp::Message SendAndWait(Entry& entry, const std::string& method, nlohmann::json params,
                            McpSession::InFlight* flight);
   // Collects every page of a list method from one upstream.
   Result<nlohmann::json> ListAll(Entry& entry, const std::string& method, const char* member);
   mcp::Message AskClient(Entry& entry, const mcp::Request& request);
+  // The upstream a URI belongs to, from this session's listings; nullptr when none says.
   Entry* OwnerOfUri(const std::string& uri);
+  // OwnerOfUri, else the only upstream with resources, else after listing every upstream's
+  // resources and templates.
+  Entry* FindOwnerOfUri(const std::string& uri);
   Entry* ByExposedPrompt(const std::string& name, std::string* upstream_name);
   CallContext ContextFor(const Caller& caller, const std::string& session_id, Entry& entry,
                          const std::string& method, const nlohmann::json& params);

@@ -120,15 +120,18 @@ TEST_F(StdioServerTest, InitializeListAndCallEchoForReal) {
       R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"1"}}})");
   EXPECT_EQ(init["id"], 1);
   EXPECT_EQ(init["result"]["protocolVersion"], "2025-06-18");
-  EXPECT_EQ(init["result"]["capabilities"]["tools"]["listChanged"], false);
+  // Upstream tools can change during a session (restart, list_changed, an approval).
+  EXPECT_EQ(init["result"]["capabilities"]["tools"]["listChanged"], true);
   EXPECT_EQ(init["result"]["serverInfo"]["name"], "warden");
   EXPECT_EQ(init["result"]["serverInfo"]["version"], "9.9");
   Send(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");  // no reply is owed
 
   json list = Request(R"({"jsonrpc":"2.0","id":"list","method":"tools/list"})");
   EXPECT_EQ(list["id"], "list");
-  ASSERT_EQ(list["result"]["tools"].size(), 1u) << list.dump();
+  // The embedded default lists both built-ins (web__fetch reaches nothing: no egress allow-list).
+  ASSERT_EQ(list["result"]["tools"].size(), 2u) << list.dump();
   EXPECT_EQ(list["result"]["tools"][0]["name"], "sandbox__exec");
+  EXPECT_EQ(list["result"]["tools"][1]["name"], "web__fetch");
   EXPECT_TRUE(list["result"]["tools"][0].contains("inputSchema"));
 
   json call = CallExec(3, {{"command", "echo hi"}});
@@ -182,9 +185,12 @@ TEST_F(StdioServerTest, RequestsBeforeInitializeAreRefusedButPingIsAnswered) {
 TEST_F(StdioServerTest, UnknownMethodIsMethodNotFound) {
   Start(DefaultPolicy());
   Initialize();
-  json r = Request(R"({"jsonrpc":"2.0","id":4,"method":"resources/list"})");
+  json r = Request(R"({"jsonrpc":"2.0","id":4,"method":"tools/frobnicate"})");
   EXPECT_EQ(r["id"], 4);
   EXPECT_EQ(r["error"]["code"], -32601);
+  // Without upstreams the resource and prompt lists are empty, not errors.
+  json resources = Request(R"({"jsonrpc":"2.0","id":5,"method":"resources/list"})");
+  EXPECT_EQ(resources["result"]["resources"], json::array()) << resources.dump();
 }
 
 TEST_F(StdioServerTest, MalformedJsonIsAParseErrorWithANullIdAndTheServerGoesOn) {
@@ -233,6 +239,8 @@ TEST_F(StdioServerTest, HiddenToolIsNotListedAndCallingItIsAnsweredAsUnknown) {
   Start(PolicyFromText(R"(version: 1
 tools:
   - match: { tool: "sandbox__exec" }
+    effect: deny
+  - match: { tool: "web__fetch" }
     effect: deny
 )"));
   Initialize();
