@@ -4,7 +4,7 @@
 set -euo pipefail
 BUILD=${1:-build}
 ROUNDS=${2:-200}
-cmake --build "$BUILD" --target startup_bench egress_bench policy_bench audit_bench >/dev/null
+cmake --build "$BUILD" --target startup_bench egress_bench policy_bench audit_bench gateway_bench >/dev/null
 echo "== sandbox start-up: warden run against bare exec, unshare and bubblewrap =="
 "$BUILD/bench/startup_bench" "$ROUNDS"
 echo
@@ -16,3 +16,6 @@ echo "== policy decisions with 1,000 rules =="
 echo
 echo "== audit appends (on /var/tmp: /tmp may be tmpfs, where fsync is free) =="
 WARDEN_BENCH_DIR=/var/tmp "$BUILD/bench/audit_bench"
+echo
+echo "== gateway: a tools/call through warden serve against direct, supergateway and mcp-proxy =="
+WARDEN_BENCH_DIR=/var/tmp "$BUILD/bench/gateway_bench"

@@ -1,0 +1,693 @@
+// Cost of a tools/call through the gateway: per-call latency (p50, p99) and calls per second of an
+// MCP `echo` tool over Streamable HTTP, for the same client against
+//   direct:        bench/fixtures/echo_server.mjs serving Streamable HTTP itself (the SDK's
+//                  transport, stateful, JSON responses);
+//   warden:        `warden serve --no-prefix --upstream echo=stdio:'node echo_server.mjs'`, audit
+//                  log on WARDEN_BENCH_DIR (default /var/tmp; sync normal, as in production);
+//   supergateway:  npm supergateway 4 (stdio -> Streamable HTTP, --stateful);
+//   mcp-proxy:     npm mcp-proxy 6 (stdio -> Streamable HTTP, stateful, no event store).
+// The gateways front the same echo server over stdio, so "added" = target minus direct is what the
+// gateway costs. The client is this process (Boost.Beast, blocking sockets, one keep-alive
+// connection per MCP session), identical for every target.
+//
+// Per target: one session for the sequential figures (each call's round trip timed) and SESSIONS
+// sessions driven by one thread each for throughput. Rounds are interleaved, rotating the order of
+// targets, so that load from the rest of the machine falls on all of them alike. The CPU columns
+// are the target's process tree's user+system time (/proc) over the sequential calls: "gateway" is
+// the gateway's own process, "total" includes the upstream it runs.
+//
+// usage: gateway_bench [--calls N] [--rounds R] [--sessions S] [--conc-calls M] [--warmup W]
+//                      [--targets direct,warden,supergateway,mcp-proxy] [--warden-args 'ARGS']
+//   N sequential calls per target in all (default 3000), split over R rounds (default 3); S
+//   concurrent sessions (default 8) making M calls each per round (default 250); W warm-up calls
+//   per session before measuring (default 200); ARGS (split at spaces) are added to `warden serve`.
+//   WARDEN_BIN overrides the warden binary, WARDEN_BENCH_KEEP=1 keeps the targets' output. Run
+//   from anywhere: it works in the source tree.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+
+extern char** environ;
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using warden::Result;
+using warden::Status;
+
+constexpr const char* kProtocolVersion = "2025-06-18";
+
+double SecondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// ---- The client: one MCP session over one keep-alive connection. ----
+
+struct Endpoint {
+  std::string host;
+  std::string port;
+  std::string path;
+};
+
+// http://HOST:PORT/PATH only (all targets listen on loopback).
+Result<Endpoint> ParseUrl(const std::string& url) {
+  const std::string scheme = "http://";
+  if (url.rfind(scheme, 0) != 0) return Status::Error("not an http:// URL: '" + url + "'");
+  size_t slash = url.find('/', scheme.size());
+  std::string hostport = url.substr(scheme.size(), slash - scheme.size());
+  size_t colon = hostport.rfind(':');
+  if (colon == std::string::npos || slash == std::string::npos) {
+    return Status::Error("URL without a port or path: '" + url + "'");
+  }
+  return Endpoint{hostport.substr(0, colon), hostport.substr(colon + 1), url.substr(slash)};
+}
+
+class McpSession {
+ public:
+  explicit McpSession(Endpoint endpoint) : endpoint_(std::move(endpoint)) {}
+
+  // initialize, notifications/initialized and tools/list; keeps the Mcp-Session-Id the server gave.
+  Status Open() {
+    nlohmann::json init = {{"jsonrpc", "2.0"}, {"id", next_id_++}, {"method", "initialize"},
+                           {"params",
+                            {{"protocolVersion", kProtocolVersion},
+                             {"capabilities", nlohmann::json::object()},
+                             {"clientInfo", {{"name", "warden-gateway-bench"}, {"version", "1"}}}}}};
+    auto reply = Post(init.dump());
+    if (!reply.ok()) return reply.status().Wrap("initialize");
+    if (session_id_.empty()) return Status::Error("initialize: no Mcp-Session-Id in the reply");
+    auto ack = Post(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+    if (!ack.ok()) return ack.status().Wrap("notifications/initialized");
+    // As clients do before calling; a gateway also waits here for its upstream to be ready.
+    auto list = Post(R"({"jsonrpc":"2.0","id":)" + std::to_string(next_id_++) +
+                     R"(,"method":"tools/list"})");
+    if (!list.ok()) return list.status().Wrap("tools/list");
+    if (list->find("\"echo\"") == std::string::npos) {
+      return Status::Error("tools/list does not name echo: " + list->substr(0, 300));
+    }
+    return Status::Ok();
+  }
+
+  // One tools/call of `echo`; checks that the reply answers this id with the text sent.
+  Status CallEcho() {
+    int64_t id = next_id_++;
+    std::string text = "bench " + std::to_string(id);
+    std::string body = R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
+                       R"(,"method":"tools/call","params":{"name":"echo","arguments":{"text":")" +
+                       text + R"("}}})";
+    auto reply = Post(body);
+    if (!reply.ok()) return reply.status().Wrap("tools/call");
+    auto msg = FindReply(*reply, id);
+    if (!msg.ok()) return msg.status();
+    const auto& content = (*msg)["result"]["content"];
+    if (!content.is_array() || content.empty() || content[0].value("text", "") != text) {
+      return Status::Error("tools/call: unexpected reply " + msg->dump());
+    }
+    return Status::Ok();
+  }
+
+  // DELETE the session (stops a gateway's upstream for it); errors are ignored: the target is
+  // about to be stopped anyway.
+  void Close() {
+    if (session_id_.empty()) return;
+    http::request<http::string_body> req{http::verb::delete_, endpoint_.path, 11};
+    req.set(http::field::host, endpoint_.host);
+    req.set("Mcp-Session-Id", session_id_);
+    req.set("MCP-Protocol-Version", kProtocolVersion);
+    http::response<http::string_body> res;
+    (void)RoundTrip(req, res);
+  }
+
+ private:
+  // POSTs one JSON-RPC message; returns the body (JSON or an SSE stream) of a 2xx reply.
+  Result<std::string> Post(const std::string& body) {
+    http::request<http::string_body> req{http::verb::post, endpoint_.path, 11};
+    req.set(http::field::host, endpoint_.host);
+    req.set(http::field::content_type, "application/json");
+    req.set(http::field::accept, "application/json, text/event-stream");
+    if (!session_id_.empty()) {
+      req.set("Mcp-Session-Id", session_id_);
+      req.set("MCP-Protocol-Version", kProtocolVersion);
+    }
+    req.body() = body;
+    req.prepare_payload();
+    http::response<http::string_body> res;
+    WARDEN_RETURN_IF_ERROR(RoundTrip(req, res));
+    if (res.result_int() / 100 != 2) {
+      return Status::Error("HTTP " + std::to_string(res.result_int()) + ": " + res.body());
+    }
+    if (auto sid = res.find("Mcp-Session-Id"); sid != res.end()) {
+      session_id_ = std::string(sid->value());
+    }
+    return std::move(res.body());
+  }
+
+  // Sends on the kept connection; a connection the server closed while idle (supergateway's
+  // keep-alive timeout is 5 s) is reopened once and the request sent again.
+  Status RoundTrip(http::request<http::string_body>& req, http::response<http::string_body>& res) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      beast::error_code ec;
+      if (!socket_.is_open()) {
+        tcp::resolver resolver(io_);
+        auto addrs = resolver.resolve(endpoint_.host, endpoint_.port, ec);
+        if (!ec) asio::connect(socket_, addrs, ec);
+        if (ec) return Status::Error("connect " + endpoint_.host + ":" + endpoint_.port + ": " + ec.message());
+        socket_.set_option(tcp::no_delay(true));
+        buffer_.clear();
+      }
+      http::write(socket_, req, ec);
+      if (!ec) http::read(socket_, buffer_, res, ec);
+      if (!ec) {
+        if (!res.keep_alive()) socket_.close(ec);
+        return Status::Ok();
+      }
+      socket_.close(ec);
+      res = {};
+    }
+    return Status::Error("the connection failed twice");
+  }
+
+  // The JSON-RPC response with `id` in a JSON body or in the data lines of an SSE stream.
+  static Result<nlohmann::json> FindReply(const std::string& body, int64_t id) {
+    std::vector<std::string> candidates;
+    if (!body.empty() && body[0] == '{') {
+      candidates.push_back(body);
+    } else {
+      std::istringstream lines(body);
+      for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("data:", 0) == 0) candidates.push_back(line.substr(5));
+      }
+    }
+    for (const auto& text : candidates) {
+      auto msg = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (msg.is_object() && msg.contains("id") && msg["id"] == id) {
+        if (msg.contains("error")) return Status::Error("tools/call: error " + msg["error"].dump());
+        return msg;
+      }
+    }
+    return Status::Error("no reply for id " + std::to_string(id) + " in '" + body.substr(0, 300) + "'");
+  }
+
+  Endpoint endpoint_;
+  asio::io_context io_;
+  tcp::socket socket_{io_};
+  beast::flat_buffer buffer_;
+  std::string session_id_;
+  int64_t next_id_ = 1;
+};
+
+// ---- The targets: processes started for the run and stopped at its end. ----
+
+struct TargetSpec {
+  std::string name;
+  std::vector<std::string> argv;
+  // Either the endpoint is announced on stderr after `announce`, or it is fixed (port chosen here).
+  std::string announce;
+  std::string fixed_url;
+};
+
+struct Running {
+  TargetSpec spec;
+  pid_t pid = -1;
+  std::string log;  // stdout and stderr of the target
+  Endpoint endpoint;
+};
+
+// A port free right now on 127.0.0.1, for the gateways that take --port but cannot announce it.
+int FreePort() {
+  asio::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  return acceptor.local_endpoint().port();
+}
+
+// Starts argv in its own process group (so that stopping it stops the servers it started), with
+// stdin from /dev/null and stdout+stderr to `log`.
+Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log) {
+  std::vector<char*> a;
+  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  pid_t pid = -1;
+  int rc = posix_spawnp(&pid, a[0], &fa, &attr, a.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return Status::FromErrno("spawn " + argv[0], rc);
+  return pid;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Waits (up to 60 s) until the target announces its endpoint or accepts on its fixed port.
+Status AwaitReady(Running& t) {
+  auto t0 = Clock::now();
+  while (SecondsSince(t0) < 60) {
+    int status = 0;
+    if (waitpid(t.pid, &status, WNOHANG) == t.pid) {
+      t.pid = -1;
+      return Status::Error("exited before serving; its output: " + ReadFile(t.log).substr(0, 600));
+    }
+    std::string url = t.spec.fixed_url;
+    if (!t.spec.announce.empty()) {
+      std::string out = ReadFile(t.log);
+      size_t at = out.find(t.spec.announce);
+      if (at != std::string::npos) {
+        size_t start = at + t.spec.announce.size();
+        size_t end = out.find_first_of(" \n", start);
+        if (end != std::string::npos) url = out.substr(start, end - start);
+      }
+    }
+    if (!url.empty()) {
+      auto ep = ParseUrl(url);
+      if (!ep.ok()) return ep.status();
+      asio::io_context io;
+      tcp::socket probe(io);
+      beast::error_code ec;
+      probe.connect(tcp::endpoint(asio::ip::make_address(ep->host), std::stoi(ep->port)), ec);
+      if (!ec) {
+        t.endpoint = *ep;
+        return Status::Ok();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return Status::Error("not serving after 60 s; its output: " + ReadFile(t.log).substr(0, 600));
+}
+
+void Stop(Running& t) {
+  if (t.pid <= 0) return;
+  kill(-t.pid, SIGTERM);
+  auto t0 = Clock::now();
+  while (SecondsSince(t0) < 5) {
+    if (waitpid(t.pid, nullptr, WNOHANG) == t.pid) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(-t.pid, SIGKILL);  // whatever of its group is left (servers it started)
+  waitpid(t.pid, nullptr, WNOHANG);
+  t.pid = -1;
+}
+
+// User+system CPU seconds of `root` alone and of `root` with all its descendants (/proc).
+struct Cpu {
+  double own = 0;
+  double tree = 0;
+  double own_switches = 0;  // context switches of root's threads (voluntary and not)
+};
+
+// Context switches of the threads `pid` has now (those that ended are not counted: the gateways
+// keep their threads).
+double SwitchesOf(pid_t pid) {
+  double total = 0;
+  std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  DIR* dir = opendir(tasks.c_str());
+  if (dir == nullptr) return 0;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::istringstream status(ReadFile(tasks + "/" + e->d_name + "/status"));
+    for (std::string line; std::getline(status, line);) {
+      if (line.find("ctxt_switches:") != std::string::npos) {
+        total += std::stod(line.substr(line.find(':') + 1));
+      }
+    }
+  }
+  closedir(dir);
+  return total;
+}
+
+Cpu CpuOf(pid_t root) {
+  std::map<pid_t, std::pair<pid_t, double>> procs;  // pid -> (parent, cpu seconds)
+  static const double kTick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  DIR* dir = opendir("/proc");
+  if (dir == nullptr) return {};
+  while (dirent* e = readdir(dir)) {
+    pid_t pid = std::atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::string stat = ReadFile("/proc/" + std::string(e->d_name) + "/stat");
+    size_t paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream fields(stat.substr(paren + 2));
+    std::vector<std::string> f{std::istream_iterator<std::string>(fields), {}};
+    if (f.size() < 13) continue;  // fields from state (3) on: ppid is f[1], utime f[11], stime f[12]
+    procs[pid] = {std::atoi(f[1].c_str()), (std::stod(f[11]) + std::stod(f[12])) / kTick};
+  }
+  closedir(dir);
+  Cpu cpu;
+  cpu.own_switches = SwitchesOf(root);
+  for (const auto& [pid, info] : procs) {
+    for (pid_t p = pid; p > 1; p = procs.count(p) ? procs[p].first : 0) {
+      if (p == root) {
+        cpu.tree += info.second;
+        if (pid == root) cpu.own += info.second;
+        break;
+      }
+    }
+  }
+  return cpu;
+}
+
+// ---- Measurements ----
+
+struct Figures {
+  std::vector<double> seq_us;        // every sequential round trip
+  std::vector<double> conc_us;       // every round trip under concurrency
+  std::vector<double> conc_rate;     // calls/s of each concurrent round
+  double cpu_own_s = 0, cpu_tree_s = 0, own_switches = 0;
+  int seq_calls = 0;
+  std::string failure;               // non-empty: the target did not complete
+};
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(std::ceil(p * v.size())) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+Status Calls(McpSession& s, int n, std::vector<double>* us) {
+  for (int i = 0; i < n; ++i) {
+    auto t0 = Clock::now();
+    WARDEN_RETURN_IF_ERROR(s.CallEcho());
+    if (us != nullptr) us->push_back(SecondsSince(t0) * 1e6);
+  }
+  return Status::Ok();
+}
+
+struct Options {
+  int calls = 3000, rounds = 3, sessions = 8, conc_calls = 250, warmup = 200;
+  std::vector<std::string> targets = {"direct", "warden", "supergateway", "mcp-proxy"};
+  std::vector<std::string> warden_args;  // added to `warden serve` (experiments: --threads 1)
+};
+
+struct Bench {
+  Running target;
+  std::unique_ptr<McpSession> seq;
+  std::vector<std::unique_ptr<McpSession>> conc;
+  Figures fig;
+};
+
+Status OpenSessions(Bench& b, const Options& o) {
+  b.seq = std::make_unique<McpSession>(b.target.endpoint);
+  WARDEN_RETURN_IF_ERROR(b.seq->Open());
+  WARDEN_RETURN_IF_ERROR(Calls(*b.seq, o.warmup, nullptr));
+  for (int i = 0; i < o.sessions; ++i) {
+    b.conc.push_back(std::make_unique<McpSession>(b.target.endpoint));
+    WARDEN_RETURN_IF_ERROR(b.conc.back()->Open());
+    WARDEN_RETURN_IF_ERROR(Calls(*b.conc.back(), std::max(1, o.warmup / 4), nullptr));
+  }
+  return Status::Ok();
+}
+
+Status SequentialRound(Bench& b, int n) {
+  WARDEN_RETURN_IF_ERROR(Calls(*b.seq, 20, nullptr));  // re-warm after the other targets ran
+  Cpu before = CpuOf(b.target.pid);
+  WARDEN_RETURN_IF_ERROR(Calls(*b.seq, n, &b.fig.seq_us));
+  Cpu after = CpuOf(b.target.pid);
+  b.fig.cpu_own_s += after.own - before.own;
+  b.fig.cpu_tree_s += after.tree - before.tree;
+  b.fig.own_switches += after.own_switches - before.own_switches;
+  b.fig.seq_calls += n;
+  return Status::Ok();
+}
+
+Status ConcurrentRound(Bench& b, int per_session) {
+  size_t k = b.conc.size();
+  std::vector<std::vector<double>> us(k);
+  std::vector<Status> status(k);
+  std::atomic<size_t> ready{0};
+  std::atomic<bool> go{false};
+  Clock::time_point t0;
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < k; ++i) {
+    threads.emplace_back([&, i] {
+      status[i] = Calls(*b.conc[i], 5, nullptr);
+      ready.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+      if (status[i].ok()) status[i] = Calls(*b.conc[i], per_session, &us[i]);
+    });
+  }
+  while (ready.load() < k) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  t0 = Clock::now();
+  go.store(true);
+  for (auto& t : threads) t.join();
+  double wall = SecondsSince(t0);
+  for (size_t i = 0; i < k; ++i) {
+    WARDEN_RETURN_IF_ERROR(status[i]);
+    b.fig.conc_us.insert(b.fig.conc_us.end(), us[i].begin(), us[i].end());
+  }
+  b.fig.conc_rate.push_back(static_cast<double>(k * per_session) / wall);
+  return Status::Ok();
+}
+
+// ---- Set-up and report ----
+
+TargetSpec SpecFor(const std::string& name, const std::string& audit_db, const Options& o) {
+  const std::string echo = "node bench/fixtures/echo_server.mjs";
+  const std::string bin = "tests/e2e/node_modules/.bin/";
+  if (name == "direct") {
+    return {name, {"node", "bench/fixtures/echo_server.mjs", "--http", "0"}, "MCP endpoint ", ""};
+  }
+  if (name == "warden") {
+    const char* override_bin = std::getenv("WARDEN_BIN");
+    std::vector<std::string> argv = {override_bin ? override_bin : WARDEN_BIN,
+                                     "serve", "--listen", "127.0.0.1:0", "--audit-db", audit_db,
+                                     "--no-prefix", "--upstream", "echo=stdio:" + echo};
+    argv.insert(argv.end(), o.warden_args.begin(), o.warden_args.end());
+    return {name, argv, "MCP endpoint ", ""};
+  }
+  std::string port = std::to_string(FreePort());
+  std::string url = "http://127.0.0.1:" + port + "/mcp";
+  if (name == "supergateway") {
+    return {name,
+            {bin + "supergateway", "--stdio", echo, "--outputTransport", "streamableHttp",
+             "--stateful", "--port", port, "--logLevel", "none"},
+            "",
+            url};
+  }
+  // mcp-proxy spawns the command without a shell: its argv follows `--`.
+  return {name,
+          {"node", bin + "mcp-proxy", "--host", "127.0.0.1", "--port", port, "--server", "stream",
+           "--no-eventStore", "--", "node", "bench/fixtures/echo_server.mjs"},
+          "",
+          url};
+}
+
+std::string LoadAverage() {
+  std::string s = ReadFile("/proc/loadavg");
+  std::istringstream in(s);
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+void Report(const std::vector<Bench>& benches, const Options& o) {
+  const Figures* direct = nullptr;
+  for (const auto& b : benches) {
+    if (b.target.spec.name == "direct" && b.fig.failure.empty()) direct = &b.fig;
+  }
+  std::printf("\nsequential: %d calls per target on one session (%d rounds, interleaved); "
+              "concurrent: %d sessions x %d calls per round\n",
+              o.calls, o.rounds, o.sessions, o.conc_calls);
+  std::printf("%-13s %8s %8s %8s %9s %9s | %9s %8s %8s | %9s %9s %6s\n", "target", "p50 us",
+              "p99 us", "calls/s", "+p50 us", "+p99 us", "conc c/s", "c.p50", "c.p99", "cpu gw us",
+              "cpu all us", "cs gw");
+  for (const auto& b : benches) {
+    const Figures& f = b.fig;
+    if (!f.failure.empty()) {
+      std::printf("%-13s not measured: %s\n", b.target.spec.name.c_str(), f.failure.c_str());
+      continue;
+    }
+    double p50 = Percentile(f.seq_us, 0.5), p99 = Percentile(f.seq_us, 0.99);
+    double add50 = direct ? p50 - Percentile(direct->seq_us, 0.5) : NAN;
+    double add99 = direct ? p99 - Percentile(direct->seq_us, 0.99) : NAN;
+    double mean = 0;
+    for (double v : f.seq_us) mean += v;
+    mean /= std::max<size_t>(1, f.seq_us.size());
+    std::printf("%-13s %8.0f %8.0f %8.0f %9.0f %9.0f | %9.0f %8.0f %8.0f | %9.0f %9.0f %6.1f\n",
+                b.target.spec.name.c_str(), p50, p99, 1e6 / mean, add50, add99,
+                Percentile(f.conc_rate, 0.5), Percentile(f.conc_us, 0.5),
+                Percentile(f.conc_us, 0.99), 1e6 * f.cpu_own_s / f.seq_calls,
+                1e6 * f.cpu_tree_s / f.seq_calls, f.own_switches / f.seq_calls);
+  }
+  const Figures* warden = nullptr;
+  for (const auto& b : benches) {
+    if (b.target.spec.name == "warden" && b.fig.failure.empty()) warden = &b.fig;
+  }
+  for (const auto& b : benches) {
+    const std::string& peer = b.target.spec.name;
+    if (!direct || !warden || !b.fig.failure.empty() || peer == "direct" || peer == "warden") {
+      continue;
+    }
+    auto added = [&](const Figures& f) {
+      return Percentile(f.seq_us, 0.5) - Percentile(direct->seq_us, 0.5);
+    };
+    std::printf("warden / %s: added p50 %.2f, concurrent calls/s %.2f, gateway CPU per call %.2f\n",
+                peer.c_str(), added(*warden) / added(b.fig),
+                Percentile(warden->conc_rate, 0.5) / Percentile(b.fig.conc_rate, 0.5),
+                warden->cpu_own_s / warden->seq_calls / (b.fig.cpu_own_s / b.fig.seq_calls));
+  }
+  std::printf("(+p50/+p99: minus direct; conc c/s: median of rounds; cpu: per sequential call, "
+              "gw = the target's own process, all = with its children, 10 ms tick resolution; "
+              "cs gw: context switches of the target's own threads per sequential call)\n");
+}
+
+Options ParseOptions(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "gateway_bench: %s wants a value (see the usage at the top of "
+                           "bench/gateway_bench.cc)\n", a.c_str());
+      std::exit(2);
+    }
+    std::string v = argv[++i];
+    if (a == "--targets") {
+      o.targets.clear();
+      std::istringstream in(v);
+      for (std::string t; std::getline(in, t, ',');) o.targets.push_back(t);
+      continue;
+    }
+    if (a == "--warden-args") {
+      std::istringstream in(v);
+      for (std::string t; in >> t;) o.warden_args.push_back(t);
+      continue;
+    }
+    int n = std::atoi(v.c_str());
+    if (n <= 0) {
+      std::fprintf(stderr, "gateway_bench: %s wants a positive number, got '%s'\n", a.c_str(), v.c_str());
+      std::exit(2);
+    }
+    if (a == "--calls") o.calls = n;
+    else if (a == "--rounds") o.rounds = n;
+    else if (a == "--sessions") o.sessions = n;
+    else if (a == "--conc-calls") o.conc_calls = n;
+    else if (a == "--warmup") o.warmup = n;
+    else {
+      std::fprintf(stderr, "gateway_bench: unknown option '%s'\n", a.c_str());
+      std::exit(2);
+    }
+  }
+  for (const auto& t : o.targets) {
+    if (t != "direct" && t != "warden" && t != "supergateway" && t != "mcp-proxy") {
+      std::fprintf(stderr, "gateway_bench: unknown target '%s' (direct, warden, supergateway, "
+                           "mcp-proxy)\n", t.c_str());
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = ParseOptions(argc, argv);
+  // The fixture and the npm packages are found relative to the source tree, and warden's stdio
+  // upstream sandbox can read the current directory: run from there.
+  if (chdir(WARDEN_SOURCE_DIR) != 0) {
+    std::perror("gateway_bench: chdir to the source tree");
+    return 1;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  const char* dir_env = std::getenv("WARDEN_BENCH_DIR");
+  std::string dir = std::string(dir_env ? dir_env : "/var/tmp") + "/warden-gateway-bench." +
+                    std::to_string(getpid());
+  if (mkdir(dir.c_str(), 0700) != 0) {
+    std::perror(("gateway_bench: mkdir " + dir).c_str());
+    return 1;
+  }
+  std::printf("load average at start: %s\n", LoadAverage().c_str());
+
+  std::vector<Bench> benches;
+  for (const auto& name : o.targets) {
+    Bench b;
+    b.target.spec = SpecFor(name, dir + "/audit.db", o);
+    b.target.log = dir + "/" + name + ".log";
+    auto pid = Spawn(b.target.spec.argv, b.target.log);
+    Status st = pid.status();
+    if (pid.ok()) {
+      b.target.pid = *pid;
+      st = AwaitReady(b.target);
+    }
+    if (st.ok()) st = OpenSessions(b, o);
+    if (!st.ok()) b.fig.failure = st.message();
+    benches.push_back(std::move(b));
+  }
+
+  auto run_rounds = [&](auto&& one) {
+    for (int r = 0; r < o.rounds; ++r) {
+      for (size_t j = 0; j < benches.size(); ++j) {
+        Bench& b = benches[(j + r) % benches.size()];  // rotate who goes first
+        if (!b.fig.failure.empty()) continue;
+        Status st = one(b);
+        if (!st.ok()) b.fig.failure = st.message();
+      }
+    }
+  };
+  int per_round = std::max(1, o.calls / o.rounds);
+  run_rounds([&](Bench& b) { return SequentialRound(b, per_round); });
+  run_rounds([&](Bench& b) { return ConcurrentRound(b, o.conc_calls); });
+
+  for (auto& b : benches) {
+    for (auto& s : b.conc) s->Close();
+    if (b.seq) b.seq->Close();
+    Stop(b.target);
+  }
+  Report(benches, o);
+  std::printf("load average at end: %s\n", LoadAverage().c_str());
+  bool any_failed = std::any_of(benches.begin(), benches.end(),
+                                [](const Bench& b) { return !b.fig.failure.empty(); });
+  if (any_failed || std::getenv("WARDEN_BENCH_KEEP") != nullptr) {
+    std::printf("targets' output and the audit log kept in %s\n", dir.c_str());
+  } else {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  // The npm peers are optional (reported as not measured); direct and warden are the point.
+  bool core_failed = std::any_of(benches.begin(), benches.end(), [](const Bench& b) {
+    return !b.fig.failure.empty() &&
+           (b.target.spec.name == "direct" || b.target.spec.name == "warden");
+  });
+  return core_failed ? 1 : 0;
+}
