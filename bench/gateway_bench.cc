@@ -99,11 +99,14 @@ class McpSession {
 
   // initialize, notifications/initialized and tools/list; keeps the Mcp-Session-Id the server gave.
   Status Open() {
-    nlohmann::json init = {{"jsonrpc", "2.0"}, {"id", next_id_++}, {"method", "initialize"},
-                           {"params",
-                            {{"protocolVersion", kProtocolVersion},
-                             {"capabilities", nlohmann::json::object()},
-                             {"clientInfo", {{"name", "warden-gateway-bench"}, {"version", "1"}}}}}};
+    nlohmann::json init = {
+        {"jsonrpc", "2.0"},
+        {"id", next_id_++},
+        {"method", "initialize"},
+        {"params",
+         {{"protocolVersion", kProtocolVersion},
+          {"capabilities", nlohmann::json::object()},
+          {"clientInfo", {{"name", "warden-gateway-bench"}, {"version", "1"}}}}}};
     auto reply = Post(init.dump());
     if (!reply.ok()) return reply.status().Wrap("initialize");
     if (session_id_.empty()) return Status::Error("initialize: no Mcp-Session-Id in the reply");
@@ -182,7 +185,9 @@ class McpSession {
         tcp::resolver resolver(io_);
         auto addrs = resolver.resolve(endpoint_.host, endpoint_.port, ec);
         if (!ec) asio::connect(socket_, addrs, ec);
-        if (ec) return Status::Error("connect " + endpoint_.host + ":" + endpoint_.port + ": " + ec.message());
+        if (ec)
+          return Status::Error("connect " + endpoint_.host + ":" + endpoint_.port + ": " +
+                               ec.message());
         socket_.set_option(tcp::no_delay(true));
         buffer_.clear();
       }
@@ -216,7 +221,8 @@ class McpSession {
         return msg;
       }
     }
-    return Status::Error("no reply for id " + std::to_string(id) + " in '" + body.substr(0, 300) + "'");
+    return Status::Error("no reply for id " + std::to_string(id) + " in '" + body.substr(0, 300) +
+                         "'");
   }
 
   Endpoint endpoint_;
@@ -370,7 +376,8 @@ Cpu CpuOf(pid_t root) {
     if (paren == std::string::npos) continue;
     std::istringstream fields(stat.substr(paren + 2));
     std::vector<std::string> f{std::istream_iterator<std::string>(fields), {}};
-    if (f.size() < 13) continue;  // fields from state (3) on: ppid is f[1], utime f[11], stime f[12]
+    if (f.size() < 13)
+      continue;  // fields from state (3) on: ppid is f[1], utime f[11], stime f[12]
     procs[pid] = {std::atoi(f[1].c_str()), (std::stod(f[11]) + std::stod(f[12])) / kTick};
   }
   closedir(dir);
@@ -391,12 +398,12 @@ Cpu CpuOf(pid_t root) {
 // ---- Measurements ----
 
 struct Figures {
-  std::vector<double> seq_us;        // every sequential round trip
-  std::vector<double> conc_us;       // every round trip under concurrency
-  std::vector<double> conc_rate;     // calls/s of each concurrent round
+  std::vector<double> seq_us;     // every sequential round trip
+  std::vector<double> conc_us;    // every round trip under concurrency
+  std::vector<double> conc_rate;  // calls/s of each concurrent round
   double cpu_own_s = 0, cpu_tree_s = 0, own_switches = 0;
   int seq_calls = 0;
-  std::string failure;               // non-empty: the target did not complete
+  std::string failure;  // non-empty: the target did not complete
 };
 
 double Percentile(std::vector<double> v, double p) {
@@ -492,8 +499,14 @@ TargetSpec SpecFor(const std::string& name, const std::string& audit_db, const O
   if (name == "warden") {
     const char* override_bin = std::getenv("WARDEN_BIN");
     std::vector<std::string> argv = {override_bin ? override_bin : WARDEN_BIN,
-                                     "serve", "--listen", "127.0.0.1:0", "--audit-db", audit_db,
-                                     "--no-prefix", "--upstream", "echo=stdio:" + echo};
+                                     "serve",
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--audit-db",
+                                     audit_db,
+                                     "--no-prefix",
+                                     "--upstream",
+                                     "echo=stdio:" + echo};
     argv.insert(argv.end(), o.warden_args.begin(), o.warden_args.end());
     return {name, argv, "MCP endpoint ", ""};
   }
@@ -527,9 +540,10 @@ void Report(const std::vector<Bench>& benches, const Options& o) {
   for (const auto& b : benches) {
     if (b.target.spec.name == "direct" && b.fig.failure.empty()) direct = &b.fig;
   }
-  std::printf("\nsequential: %d calls per target on one session (%d rounds, interleaved); "
-              "concurrent: %d sessions x %d calls per round\n",
-              o.calls, o.rounds, o.sessions, o.conc_calls);
+  std::printf(
+      "\nsequential: %d calls per target on one session (%d rounds, interleaved); "
+      "concurrent: %d sessions x %d calls per round\n",
+      o.calls, o.rounds, o.sessions, o.conc_calls);
   std::printf("%-13s %8s %8s %8s %9s %9s | %9s %8s %8s | %9s %9s %6s\n", "target", "p50 us",
               "p99 us", "calls/s", "+p50 us", "+p99 us", "conc c/s", "c.p50", "c.p99", "cpu gw us",
               "cpu all us", "cs gw");
@@ -568,9 +582,10 @@ void Report(const std::vector<Bench>& benches, const Options& o) {
                 Percentile(warden->conc_rate, 0.5) / Percentile(b.fig.conc_rate, 0.5),
                 warden->cpu_own_s / warden->seq_calls / (b.fig.cpu_own_s / b.fig.seq_calls));
   }
-  std::printf("(+p50/+p99: minus direct; conc c/s: median of rounds; cpu: per sequential call, "
-              "gw = the target's own process, all = with its children, 10 ms tick resolution; "
-              "cs gw: context switches of the target's own threads per sequential call)\n");
+  std::printf(
+      "(+p50/+p99: minus direct; conc c/s: median of rounds; cpu: per sequential call, "
+      "gw = the target's own process, all = with its children, 10 ms tick resolution; "
+      "cs gw: context switches of the target's own threads per sequential call)\n");
 }
 
 Options ParseOptions(int argc, char** argv) {
@@ -578,8 +593,10 @@ Options ParseOptions(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (i + 1 >= argc) {
-      std::fprintf(stderr, "gateway_bench: %s wants a value (see the usage at the top of "
-                           "bench/gateway_bench.cc)\n", a.c_str());
+      std::fprintf(stderr,
+                   "gateway_bench: %s wants a value (see the usage at the top of "
+                   "bench/gateway_bench.cc)\n",
+                   a.c_str());
       std::exit(2);
     }
     std::string v = argv[++i];
@@ -596,14 +613,20 @@ Options ParseOptions(int argc, char** argv) {
     }
     int n = std::atoi(v.c_str());
     if (n <= 0) {
-      std::fprintf(stderr, "gateway_bench: %s wants a positive number, got '%s'\n", a.c_str(), v.c_str());
+      std::fprintf(stderr, "gateway_bench: %s wants a positive number, got '%s'\n", a.c_str(),
+                   v.c_str());
       std::exit(2);
     }
-    if (a == "--calls") o.calls = n;
-    else if (a == "--rounds") o.rounds = n;
-    else if (a == "--sessions") o.sessions = n;
-    else if (a == "--conc-calls") o.conc_calls = n;
-    else if (a == "--warmup") o.warmup = n;
+    if (a == "--calls")
+      o.calls = n;
+    else if (a == "--rounds")
+      o.rounds = n;
+    else if (a == "--sessions")
+      o.sessions = n;
+    else if (a == "--conc-calls")
+      o.conc_calls = n;
+    else if (a == "--warmup")
+      o.warmup = n;
     else {
       std::fprintf(stderr, "gateway_bench: unknown option '%s'\n", a.c_str());
       std::exit(2);
@@ -611,8 +634,10 @@ Options ParseOptions(int argc, char** argv) {
   }
   for (const auto& t : o.targets) {
     if (t != "direct" && t != "warden" && t != "supergateway" && t != "mcp-proxy") {
-      std::fprintf(stderr, "gateway_bench: unknown target '%s' (direct, warden, supergateway, "
-                           "mcp-proxy)\n", t.c_str());
+      std::fprintf(stderr,
+                   "gateway_bench: unknown target '%s' (direct, warden, supergateway, "
+                   "mcp-proxy)\n",
+                   t.c_str());
       std::exit(2);
     }
   }
