@@ -63,6 +63,16 @@ class ServeHost : public gateway::SessionHost {
     return auth->Authenticate(authorization);
   }
 
+  void Refused(const gateway::Caller& caller, int http_status, const std::string& what,
+               const std::string& peer) override {
+    // Called on an I/O thread: the write goes to the worker pool.
+    gateway::GatewayCore& core = gateway_.core();
+    core.Post([&core, caller, http_status, what, peer] {
+      core.AuditRefusal(caller, "", "http " + std::to_string(http_status),
+                        what + " (from " + peer + ")");
+    });
+  }
+
   std::shared_ptr<gateway::McpSession> CreateSession(const gateway::Caller& caller) override {
     auto session = std::make_shared<gateway::McpSession>(
         gateway_.core(), caller, gateway::SessionOptions{.transport = "http"});

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <boost/asio/post.hpp>
 #include <filesystem>
 
@@ -35,6 +36,21 @@ GatewayCore::~GatewayCore() {
 }
 
 void GatewayCore::Post(std::function<void()> work) { boost::asio::post(pool_, std::move(work)); }
+
+void GatewayCore::AuditRefusal(const Caller& caller, const std::string& session,
+                               const std::string& what, const std::string& reason) {
+  audit::AuditEntry entry;
+  entry.tenant = caller.tenant;
+  entry.user = caller.user;
+  entry.agent = caller.agent;
+  entry.session = session;
+  entry.tool = what;
+  entry.decision = "error";
+  entry.rule = "protocol";
+  entry.reason = reason.size() > 512 ? reason.substr(0, 512) : reason;
+  auto written = audit_.Append(std::move(entry));
+  if (!written) std::fprintf(stderr, "warden: audit: %s\n", written.status().message().c_str());
+}
 
 void GatewayCore::Register(const std::shared_ptr<McpSession>& session) {
   std::lock_guard lock(sessions_mu_);

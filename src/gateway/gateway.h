@@ -72,6 +72,11 @@ class GatewayCore {
   static Result<sandbox::Options> UpstreamSandbox(const policy::Policy& policy,
                                                   const policy::Upstream& upstream);
 
+  // Records a request refused before the pipeline (a protocol error, an HTTP refusal) as a
+  // decision entry with decision "error" and rule "protocol". Blocks for the write.
+  void AuditRefusal(const Caller& caller, const std::string& session, const std::string& what,
+                    const std::string& reason);
+
   // Sessions register so that a kill switch can reach their calls in flight.
   void Register(const std::shared_ptr<McpSession>& session);
   void Unregister(const McpSession* session);

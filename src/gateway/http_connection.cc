@@ -192,6 +192,7 @@ void HttpConnection::Route() {
   }
   Result<Caller> caller = shared_->host.Authenticate(Header("Authorization"), peer_);
   if (!caller.ok()) {
+    shared_->host.Refused(Caller{}, 401, caller.status().message(), peer_);
     nlohmann::json body = {{"error", caller.status().message()}};
     return SendJson(Status::unauthorized, body.dump(), keep, {{"WWW-Authenticate", "Bearer"}});
   }
@@ -262,6 +263,7 @@ void HttpConnection::ServePostBody() {
 
   const bool text_error = !parsed.is_batch && parsed.entries.front().index() == 1;
   if (text_error) {
+    shared_->host.Refused(caller_, 400, std::get<1>(parsed.entries.front()).message, peer_);
     return SendJson(Status::bad_request, mcp::Serialize(std::get<1>(parsed.entries.front())), keep);
   }
   if (!session) {
@@ -545,6 +547,7 @@ void HttpConnection::ServeDelete() {
 
 void HttpConnection::Refuse(Status status, int code, const std::string& message, bool keep_alive,
                             const Headers& headers) {
+  shared_->host.Refused(caller_, static_cast<int>(status), message, peer_);
   SendJson(status, ErrorBody(code, message), keep_alive, headers);
 }
 

@@ -39,6 +39,12 @@ class SessionHost {
   // A new session for `caller` (on an initialize request without a session id). Its id() must be
   // unique, unguessable and visible ASCII. nullptr: refused (503, e.g. too many sessions).
   virtual std::shared_ptr<McpSession> CreateSession(const Caller& caller) = 0;
+  // A request refused before any session handled it (401, 403, 404, 400, 413, 415, ...): for
+  // the audit log. `caller` is empty before authentication. Must not block (post the write).
+  virtual void Refused(const Caller& caller, int http_status, const std::string& what,
+                       const std::string& peer) {
+    (void)caller, (void)http_status, (void)what, (void)peer;
+  }
 };
 
 struct HttpServerOptions {

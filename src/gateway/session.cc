@@ -165,7 +165,10 @@ void McpSession::HandleClientReply(const mcp::Message& message) {
 
 void McpSession::HandleRequest(const mcp::Request& request, Exchange exchange) {
   const std::string& m = request.method;
-  auto reply_now = [&exchange](mcp::Message reply) {
+  auto reply_now = [&](mcp::Message reply) {
+    // Refused before the pipeline: still one audit entry (the pipeline writes its own).
+    if (const auto* err = std::get_if<mcp::ErrorResponse>(&reply))
+      core_.AuditRefusal(caller_, options_.session_id, m, err->message);
     if (exchange.reply) exchange.reply(std::move(reply));
   };
   if (m == "ping") return reply_now(mcp::Response{request.id, json::object()});
@@ -277,6 +280,10 @@ void McpSession::Run(const mcp::Request& request, Exchange exchange,
     self->drained_.notify_all();
     if (exchange.reply) exchange.reply(std::move(reply));
   });
+}
+
+void McpSession::AuditProtocolError(const mcp::ErrorResponse& error) {
+  core_.AuditRefusal(caller_, options_.session_id, "jsonrpc", error.message);
 }
 
 void McpSession::Drain() {

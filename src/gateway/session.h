@@ -75,6 +75,9 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   // upstream this session started is stopped (no orphaned processes), later messages get
   // -32600 "session closed". Idempotent; blocks until the upstreams are gone.
   void Close();
+  // Records a message the transport refused before this session saw it (malformed JSON, wrong
+  // JSON-RPC shape) in the audit log.
+  void AuditProtocolError(const mcp::ErrorResponse& error);
   // Blocks until no request of this session is in flight (stdio at end of input).
   void Drain();
 

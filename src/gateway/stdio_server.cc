@@ -58,6 +58,7 @@ void StdioServer::HandleLine(std::string_view line) {
   if (!parsed.is_batch) {
     const mcp::ParsedEntry& entry = parsed.entries.front();
     if (const auto* error = std::get_if<mcp::ErrorResponse>(&entry)) {
+      session_->AuditProtocolError(*error);
       write_message(*error);
       return;
     }
@@ -72,6 +73,7 @@ void StdioServer::HandleLine(std::string_view line) {
   for (size_t i = 0; i < parsed.entries.size(); ++i) {
     const mcp::ParsedEntry& entry = parsed.entries[i];
     if (const auto* error = std::get_if<mcp::ErrorResponse>(&entry)) {
+      session_->AuditProtocolError(*error);
       batch->slots[i] = *error;
     } else if (std::holds_alternative<mcp::Request>(std::get<mcp::Message>(entry))) {
       requests.push_back(i);

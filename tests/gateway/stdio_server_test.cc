@@ -179,7 +179,14 @@ TEST_F(StdioServerTest, RequestsBeforeInitializeAreRefusedButPingIsAnswered) {
   json ping = Request(R"({"jsonrpc":"2.0","id":9,"method":"ping"})");
   EXPECT_EQ(ping["result"], json::object());
   Finish();
-  EXPECT_EQ(log_->Tail(10)->size(), 0u);  // nothing ran, nothing was decided
+  // Nothing ran; each refusal is recorded as a protocol error (ping is no decision).
+  auto entries = log_->Tail(10);
+  ASSERT_EQ(entries->size(), 2u);
+  for (const auto& e : *entries) {
+    EXPECT_EQ(e.decision, "error");
+    EXPECT_EQ(e.rule, "protocol");
+    EXPECT_NE(e.reason.find("not initialized"), std::string::npos) << e.reason;
+  }
 }
 
 TEST_F(StdioServerTest, UnknownMethodIsMethodNotFound) {
