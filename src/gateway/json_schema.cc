@@ -35,7 +35,7 @@ constexpr std::pair<std::string_view, uint8_t> kTypeNames[] = {
     {"number", kNumber}, {"string", kString},   {"integer", kInteger},
 };
 
-// Each patterns' DFA cache is capped so that many regexes in one hostile schema stay cheap; RE2
+// Each pattern's DFA cache is capped so that many regexes in one hostile schema stay cheap; RE2
 // falls back to its (still linear) NFA when the budget is spent.
 constexpr int64_t kRegexMaxMem = 1 << 20;
 // Distinct regexes one schema may hold.
