@@ -87,6 +87,9 @@ struct CallContext {
   // name) and returns the upstream's CallToolResult; an error Status when the upstream failed
   // (the agent gets -32603 naming the upstream). Unset: a built-in tool.
   std::function<Result<ToolResult>(CallContext&)> forward;
+  // The upstream's Tool object (as its tools/list gave it) when an upstream serves the call: the
+  // arguments stage checks the arguments against its inputSchema. Null for built-ins.
+  nlohmann::json tool_definition;
   // Set when the call can be cancelled; tools register how to stop themselves on it.
   std::shared_ptr<CancelToken> cancel;
   // Set by the execute stage when the tool ran.

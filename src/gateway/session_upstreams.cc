@@ -236,9 +236,15 @@ void SessionUpstreams::Route(CallContext& call, const json& params, McpSession::
     }
     if (!WaitListed(*entry)) continue;
     bool known = false, shown = false;
+    json definition;
     {
       std::lock_guard lock(entry->mu);
-      for (const json& t : entry->tools) known = known || t["name"] == upstream_name;
+      for (const json& t : entry->tools) {
+        if (t["name"] == upstream_name) {
+          known = true;
+          definition = t;
+        }
+      }
       shown = entry->shown.count(upstream_name) > 0;
     }
     if (!known) continue;
@@ -253,6 +259,7 @@ void SessionUpstreams::Route(CallContext& call, const json& params, McpSession::
     // A tool whose definition changed since it was pinned stays unexecutable: without `forward`
     // the execute stage answers it as an unknown tool, as tools/list hides it.
     if (!shown) return;
+    call.tool_definition = std::move(definition);
     Entry* e = entry.get();
     McpSession::InFlight* f = &flight;
     json forwarded = params;

@@ -1,6 +1,7 @@
 #include "gateway/stages.h"
 
 #include "audit/result_summary.h"
+#include "gateway/json_schema.h"
 
 namespace warden::gateway {
 
@@ -40,6 +41,15 @@ StageOutcome PolicyStage::Run(CallContext& call) {
       return StageOutcome::Deny(Refusal::kDenied, d.reason, d.rule);
   }
   return StageOutcome::Deny(Refusal::kDenied, d.reason, d.rule);
+}
+
+StageOutcome ArgumentsStage::Run(CallContext& call) {
+  if (call.tool_definition.is_null()) return StageOutcome::Continue();
+  Status checked = CheckToolArguments(call.tool_definition, call.arguments);
+  if (!checked.ok())
+    return StageOutcome::Deny(Refusal::kInvalidArguments,
+                              "invalid arguments for " + call.tool + ": " + checked.message());
+  return StageOutcome::Continue();
 }
 
 StageOutcome ExecuteStage::Run(CallContext& call) {
@@ -143,6 +153,7 @@ std::unique_ptr<Pipeline> BuildStandardPipeline(const GatewayDeps& deps) {
   pipeline->AddStage(std::make_unique<IdentityStage>(deps.caller));
   pipeline->AddStage(std::make_unique<KillSwitchStage>(*deps.kill_switches));
   pipeline->AddStage(std::make_unique<PolicyStage>(*deps.policy));
+  pipeline->AddStage(std::make_unique<ArgumentsStage>());
   pipeline->AddStage(std::make_unique<ExecuteStage>(*deps.tools));
   pipeline->AddFinalStage(std::make_unique<AuditStage>(*deps.audit));
   return pipeline;

@@ -57,6 +57,14 @@ class PolicyStage : public Stage {
   const policy::PolicyHolder& policy_;
 };
 
+// Checks an upstream tool's arguments against the inputSchema of its (pinned) definition
+// (json_schema.h): arguments that fail it never reach the upstream, and the model reads why.
+class ArgumentsStage : public Stage {
+ public:
+  std::string_view name() const override { return "arguments"; }
+  StageOutcome Run(CallContext& call) override;
+};
+
 // Runs the tool (built-ins only in this slice) on the sandbox profile the decision names, else
 // the policy's `sandbox.profiles.default`, else DefaultExecProfile(); fills call.result. A tool
 // that does not exist is refused as unknown, arguments it rejects as invalid.

@@ -179,7 +179,8 @@ TEST(StandardPipeline, ChainsTheStagesInTheArchitecturesOrder) {
   auto log = OpenAudit(dir.File("a.db"));
   auto p = BuildStandardPipeline({&holder, &kills, &tools, log.get(), {}});
   EXPECT_EQ(p->StageNames(),
-            (std::vector<std::string>{"identity", "kill_switches", "policy", "execute", "audit"}));
+            (std::vector<std::string>{"identity", "kill_switches", "policy", "arguments", "execute",
+                                      "audit"}));
 }
 
 TEST(DefaultPolicy, AllowsSandboxExecAtMediumAndDeniesEverythingElse) {
@@ -191,6 +192,27 @@ TEST(DefaultPolicy, AllowsSandboxExecAtMediumAndDeniesEverythingElse) {
   EXPECT_TRUE(policy::Visible(*loaded, {}, "sandbox__exec", {}));
   EXPECT_FALSE(policy::Visible(*loaded, {}, "fs__write", {}));
   EXPECT_EQ(policy::Decide(*loaded, {}, {"", "fs__write", {}}).effect, policy::Effect::kDeny);
+}
+
+TEST(ArgumentsStage, RefusesArgumentsTheUpstreamSchemaRefusesAndPassesTheRest) {
+  ArgumentsStage stage;
+  CallContext call;
+  call.tool = "everything__echo";
+  call.tool_definition = nlohmann::json::parse(R"({"name":"echo","inputSchema":{"type":"object",
+      "properties":{"message":{"type":"string"}},"required":["message"],
+      "additionalProperties":false}})");
+  call.arguments = {{"message", 7}};
+  StageOutcome bad = stage.Run(call);
+  EXPECT_EQ(bad.result, StageResult::kDeny);
+  EXPECT_EQ(bad.refusal, Refusal::kInvalidArguments);
+  EXPECT_NE(bad.reason.find("/message"), std::string::npos) << bad.reason;
+  call.arguments = {{"message", "hi"}, {"extra", true}};
+  EXPECT_EQ(stage.Run(call).result, StageResult::kDeny);  // an injected extra member
+  call.arguments = {{"message", "hi"}};
+  EXPECT_EQ(stage.Run(call).result, StageResult::kContinue);
+  CallContext builtin;  // no upstream definition: the built-in checks its own arguments
+  builtin.arguments = {{"anything", 1}};
+  EXPECT_EQ(stage.Run(builtin).result, StageResult::kContinue);
 }
 
 }  // namespace
