@@ -18,6 +18,7 @@
 //
 // usage: gateway_bench [--calls N] [--rounds R] [--sessions S] [--conc-calls M] [--warmup W]
 //                      [--targets direct,warden,supergateway,mcp-proxy] [--warden-args 'ARGS']
+//        gateway_bench --wakeups   (only what one thread waking another costs here)
 //   N sequential calls per target in all (default 3000), split over R rounds (default 3); S
 //   concurrent sessions (default 8) making M calls each per round (default 250); W warm-up calls
 //   per session before measuring (default 200); ARGS (split at spaces) are added to `warden serve`.
@@ -25,6 +26,8 @@
 //   from anywhere: it works in the source tree.
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -39,6 +42,7 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -46,6 +50,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -422,10 +427,55 @@ Status Calls(McpSession& s, int n, std::vector<double>* us) {
   return Status::Ok();
 }
 
+// What one thread waking another costs on this machine: a ping-pong over a condition variable
+// between two threads pinned to the same CPU or to CPUs 0 and 1, back to back or with both idle
+// for `gap_us` between exchanges (as a gateway's threads are between the hops of one call; an
+// idle virtual CPU must be woken by an interrupt through the hypervisor). Prints the round trip
+// (two wake-ups) p50 and p90.
+void PinTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+void MeasureWakeups(int gap_us, bool same_cpu) {
+  constexpr int kExchanges = 4000;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ping = false;
+  std::thread peer([&] {
+    PinTo(same_cpu ? 0 : 1);
+    for (int i = 0; i < kExchanges; ++i) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return ping; });
+      ping = false;
+      cv.notify_all();
+    }
+  });
+  PinTo(0);
+  std::vector<double> us;
+  for (int i = 0; i < kExchanges; ++i) {
+    if (gap_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(gap_us));
+    auto t0 = Clock::now();
+    std::unique_lock<std::mutex> lock(mu);
+    ping = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return !ping; });
+    us.push_back(SecondsSince(t0) * 1e6);
+  }
+  peer.join();
+  std::printf(
+      "thread ping-pong, %-9s %3d us idle between: round trip (2 wake-ups) p50 %6.1f us, "
+      "p90 %6.1f us\n",
+      same_cpu ? "same CPU," : "2 CPUs,", gap_us, Percentile(us, 0.5), Percentile(us, 0.9));
+}
+
 struct Options {
   int calls = 3000, rounds = 3, sessions = 8, conc_calls = 250, warmup = 200;
   std::vector<std::string> targets = {"direct", "warden", "supergateway", "mcp-proxy"};
   std::vector<std::string> warden_args;  // added to `warden serve` (experiments: --threads 1)
+  bool wakeups = false;                  // only measure thread wake-ups
 };
 
 struct Bench {
@@ -592,6 +642,10 @@ Options ParseOptions(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--wakeups") {
+      o.wakeups = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr,
                    "gateway_bench: %s wants a value (see the usage at the top of "
@@ -648,6 +702,14 @@ Options ParseOptions(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   Options o = ParseOptions(argc, argv);
+  if (o.wakeups) {
+    for (int round = 0; round < 3; ++round) {
+      for (bool same_cpu : {true, false}) {
+        for (int gap : {0, 300}) MeasureWakeups(gap, same_cpu);
+      }
+    }
+    return 0;
+  }
   // The fixture and the npm packages are found relative to the source tree, and warden's stdio
   // upstream sandbox can read the current directory: run from there.
   if (chdir(WARDEN_SOURCE_DIR) != 0) {
