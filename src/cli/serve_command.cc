@@ -101,7 +101,7 @@ ServeCommand::ServeCommand(CLI::App& app, std::ostream& err) : err_(err) {
                    "Browser origin allowed to call (scheme://host[:port]; repeatable)");
   sub_->add_option("--max-body", max_body_, "Largest POST body (default 4M)");
   sub_->add_option("--session-idle", idle_, "Close sessions idle this long (default 30m)");
-  sub_->add_option("--threads", threads_, "HTTP I/O threads (default 2)");
+  sub_->add_option("--threads", threads_, "HTTP I/O threads (default 1)");
 }
 
 int ServeCommand::Execute() {

@@ -27,7 +27,7 @@ class ServeCommand {
   std::vector<std::string> origins_;
   std::string max_body_ = "4M";
   std::string idle_ = "30m";
-  int threads_ = 2;
+  int threads_ = 1;
 };
 
 }  // namespace warden::cli

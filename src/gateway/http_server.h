@@ -58,7 +58,9 @@ struct HttpServerOptions {
   std::size_t max_body_bytes = 4 << 20;  // larger POST bodies: 413, without reading them
   // A session with no request for this long and no open GET stream is closed by the sweeper.
   std::chrono::seconds session_idle_timeout{1800};
-  int threads = 2;  // I/O threads
+  // I/O threads. One by default: no I/O thread ever blocks, and two on one io_context hand each
+  // connection's completions back and forth across CPUs (bench/README.md "Gateway").
+  int threads = 1;
   // How often an open SSE stream gets a comment line, so idle proxies keep it open.
   std::chrono::milliseconds sse_keepalive{15000};
   // A client must send a whole request head within this time (slow-header defence); an idle
