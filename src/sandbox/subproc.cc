@@ -586,7 +586,11 @@ RunResult Supervisor::Collect() {
     r.signal = WTERMSIG(ws);
     r.exit_code = 128 + r.signal;
     r.reason = Reason::kSignaled;
-    if (cg_ && usage.oom_killed && r.signal == SIGKILL) r.reason = Reason::kMemory;
+    // The v1 oom_kill counter can lag the SIGKILL it explains (seen under ASan): a tree that
+    // reached its memory limit and died of SIGKILL was killed for memory.
+    const bool at_memory_limit =
+        opt_.memory_bytes != 0 && usage.peak_memory_bytes >= opt_.memory_bytes;
+    if (cg_ && (usage.oom_killed || at_memory_limit) && r.signal == SIGKILL) r.reason = Reason::kMemory;
     else if (opt_.cpu_ms && (r.signal == SIGXCPU || r.signal == SIGKILL) && r.cpu_ms + 1000 >= opt_.cpu_ms) r.reason = Reason::kCpu;
   } else {
     r.exit_code = WEXITSTATUS(ws);
