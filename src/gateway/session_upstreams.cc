@@ -365,6 +365,14 @@ SessionUpstreams::Entry* SessionUpstreams::OwnerOfUri(const std::string& uri) {
   return nullptr;
 }
 
+void SessionUpstreams::AddTemplateOwner(std::string prefix, Entry* owner) {
+  // Called under mu_. Every listing repeats the templates: keep each (prefix, owner) once, so a
+  // long session that lists often does not grow the table.
+  for (const auto& [p, o] : template_owner_)
+    if (p == prefix && o == owner) return;
+  template_owner_.emplace_back(std::move(prefix), owner);
+}
+
 SessionUpstreams::Entry* SessionUpstreams::FindOwnerOfUri(const std::string& uri) {
   if (Entry* owner = OwnerOfUri(uri)) return owner;
   // Not seen in a listing of this session: a client may read a URI it knows without listing
@@ -386,7 +394,7 @@ SessionUpstreams::Entry* SessionUpstreams::FindOwnerOfUri(const std::string& uri
         if (item.contains("uri") && item["uri"].is_string())
           uri_owner_[item["uri"].get<std::string>()] = entry;
         else if (item.contains("uriTemplate") && item["uriTemplate"].is_string())
-          template_owner_.emplace_back(TemplatePrefix(item["uriTemplate"].get<std::string>()), entry);
+          AddTemplateOwner(TemplatePrefix(item["uriTemplate"].get<std::string>()), entry);
       }
     }
   }
@@ -448,8 +456,7 @@ mcp::Message SessionUpstreams::Forward(const mcp::Request& request, McpSession::
         } else if (item.contains("uri") && item["uri"].is_string()) {
           uri_owner_[item["uri"].get<std::string>()] = entry.get();
         } else if (item.contains("uriTemplate") && item["uriTemplate"].is_string()) {
-          template_owner_.emplace_back(TemplatePrefix(item["uriTemplate"].get<std::string>()),
-                                       entry.get());
+          AddTemplateOwner(TemplatePrefix(item["uriTemplate"].get<std::string>()), entry.get());
         }
         merged.push_back(std::move(item));
       }

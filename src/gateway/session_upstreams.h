@@ -94,6 +94,7 @@ class SessionUpstreams : public std::enable_shared_from_this<SessionUpstreams> {
   // OwnerOfUri, else the only upstream with resources, else after listing every upstream's
   // resources and templates.
   Entry* FindOwnerOfUri(const std::string& uri);
+  void AddTemplateOwner(std::string prefix, Entry* owner);
   Entry* ByExposedPrompt(const std::string& name, std::string* upstream_name);
   CallContext ContextFor(const Caller& caller, const std::string& session_id, Entry& entry,
                          const std::string& method, const nlohmann::json& params);
