@@ -567,11 +567,16 @@ RunResult Supervisor::Collect() {
     r.error = std::string("warden received ") + sigabbrev_np(host_signal_) + ": the sandbox was killed";
     return r;
   }
+  // The v1 oom_kill counter can lag the SIGKILL it explains (seen under ASan): a tree that
+  // reached its memory limit and died of SIGKILL was killed for memory.
+  const bool at_memory_limit = opt_.memory_bytes != 0 && usage.peak_memory_bytes >= opt_.memory_bytes;
+  const bool memory_kill = cg_ && (usage.oom_killed || at_memory_limit);
   if (!wait_status_) {
-    // Init died without reporting: killed by a signal to warden, or the kernel.
-    r.reason = Reason::kSignaled;
+    // Init died without reporting: killed by a signal to warden, or by the kernel (the OOM killer
+    // may choose init itself when it is the largest process in the group, as under ASan).
     r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
     r.exit_code = 128 + r.signal;
+    r.reason = memory_kill && r.signal == SIGKILL ? Reason::kMemory : Reason::kSignaled;
     return r;
   }
   int ws = *wait_status_;
@@ -586,11 +591,7 @@ RunResult Supervisor::Collect() {
     r.signal = WTERMSIG(ws);
     r.exit_code = 128 + r.signal;
     r.reason = Reason::kSignaled;
-    // The v1 oom_kill counter can lag the SIGKILL it explains (seen under ASan): a tree that
-    // reached its memory limit and died of SIGKILL was killed for memory.
-    const bool at_memory_limit =
-        opt_.memory_bytes != 0 && usage.peak_memory_bytes >= opt_.memory_bytes;
-    if (cg_ && (usage.oom_killed || at_memory_limit) && r.signal == SIGKILL) r.reason = Reason::kMemory;
+    if (memory_kill && r.signal == SIGKILL) r.reason = Reason::kMemory;
     else if (opt_.cpu_ms && (r.signal == SIGXCPU || r.signal == SIGKILL) && r.cpu_ms + 1000 >= opt_.cpu_ms) r.reason = Reason::kCpu;
   } else {
     r.exit_code = WEXITSTATUS(ws);

@@ -423,8 +423,7 @@ StartOutcome ClientImpl::Handshake(const std::shared_ptr<Connection>& conn, uint
     std::lock_guard<std::mutex> lock(mu_);
     info_ = std::move(info);
   }
-  conn->Initialized(info_.protocol_version);
-  conn->Send(mcp::Notification{"notifications/initialized", std::nullopt});
+  conn->Initialized(info_.protocol_version, deadline);
   return {true, false, ""};
 }
 

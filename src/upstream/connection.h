@@ -41,9 +41,16 @@ class Connection {
   // through the sink (on_dead for stdio, on_request_failed for an HTTP request). A no-op once
   // the connection is closing.
   virtual void Send(const mcp::Message& message) = 0;
-  // The initialize handshake succeeded with `protocol_version` (HTTP: from now on the
-  // MCP-Protocol-Version header is sent and the server's GET stream is opened).
-  virtual void Initialized(const std::string& protocol_version) { (void)protocol_version; }
+  // The initialize handshake succeeded with `protocol_version`: sends notifications/initialized
+  // so that it reaches the server before any later request (HTTP: POSTs travel on separate
+  // connections, so it waits, until `deadline` at most, for the server to take it; from then on
+  // the MCP-Protocol-Version header is sent and the server's GET stream is opened).
+  virtual void Initialized(const std::string& protocol_version,
+                           std::chrono::steady_clock::time_point deadline) {
+    (void)protocol_version;
+    (void)deadline;
+    Send(mcp::Notification{"notifications/initialized", std::nullopt});
+  }
   // The client no longer waits for request `id` (cancelled or timed out): HTTP stops reading the
   // response stream opened for it.
   virtual void Abandon(int64_t id) { (void)id; }

@@ -87,7 +87,7 @@ class HttpConnection final : public Connection {
 
   Status Open(Clock::time_point deadline) override;
   void Send(const mcp::Message& message) override;
-  void Initialized(const std::string& protocol_version) override;
+  void Initialized(const std::string& protocol_version, Clock::time_point deadline) override;
   void Abandon(int64_t id) override;
   void Close() override;
 
@@ -176,12 +176,21 @@ void HttpConnection::Send(const mcp::Message& message) {
   Spawn(std::move(ex));
 }
 
-void HttpConnection::Initialized(const std::string& protocol_version) {
+void HttpConnection::Initialized(const std::string& protocol_version, Clock::time_point deadline) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     protocol_version_ = protocol_version;
   }
   if (closing_) return;
+  // Every POST has its own TCP connection, so two POSTs can arrive in either order: the
+  // notification must be in before the first request is sent. A server that refuses it answers
+  // the next request too; that is where the error surfaces.
+  auto ex = std::make_shared<Exchange>();
+  ex->body = mcp::Serialize(mcp::Message(mcp::Notification{"notifications/initialized", std::nullopt}));
+  auto done = asio::co_spawn(
+      asio::make_strand(ioc_),
+      [this, ex]() -> asio::awaitable<void> { co_await Perform(*ex); }, asio::use_future);
+  done.wait_until(deadline);
   asio::co_spawn(asio::make_strand(ioc_), Listen(), [](std::exception_ptr) {});
 }
 
