@@ -62,8 +62,8 @@ Result<uint64_t> ParseDuration(const std::string& text) {
 
 Status Validate(const Options& o) {
   if (o.argv.empty()) return Status::Error("no command given: usage: warden run [OPTIONS] -- COMMAND [ARG...]");
-  if (o.backend != "native") {
-    return Status::Error("--backend " + o.backend + " is not available in this build: use --backend native");
+  if (o.backend != "native" && o.backend != "gvisor" && o.backend != "microvm") {
+    return Status::Error("--backend " + o.backend + " is unknown: use native, gvisor or microvm");
   }
   if (o.memory_bytes != 0 && o.memory_bytes < (4ull << 20)) {
     return Status::Error("--memory " + std::to_string(o.memory_bytes) + " bytes is too small to start a process: use at least 4M");

@@ -22,6 +22,7 @@
 #include <optional>
 
 #include "common/unique_fd.h"
+#include "sandbox/backends.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/contain.h"
 #include "sandbox/landlock.h"
@@ -633,9 +634,15 @@ RunResult Supervisor::Run() {
 
 }  // namespace
 
-RunResult Run(const Options& options, const Io& io, NetworkProvider* network) {
+RunResult RunNative(const Options& options, const Io& io, NetworkProvider* network) {
   Supervisor s(options, io, network);
   return s.Run();
+}
+
+RunResult Run(const Options& options, const Io& io, NetworkProvider* network) {
+  if (options.backend == "gvisor") return RunGvisor(options, io, network);
+  if (options.backend == "microvm") return RunMicrovm(options, io, network);
+  return RunNative(options, io, network);
 }
 
 }  // namespace warden::sandbox

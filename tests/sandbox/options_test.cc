@@ -78,10 +78,14 @@ TEST(Validate, RefusesEscapingProtectPaths) {
   EXPECT_TRUE(Validate(o).ok());
 }
 
-TEST(Validate, UnbuiltBackendsAndEgressSayWhatToUse) {
+TEST(Validate, UnknownBackendNamesTheChoices) {
   Options o = WithCommand();
-  o.backend = "gvisor";
-  EXPECT_NE(Validate(o).message().find("--backend native"), std::string::npos);
+  o.backend = "docker";
+  EXPECT_NE(Validate(o).message().find("native, gvisor or microvm"), std::string::npos);
+  for (const char* known : {"native", "gvisor", "microvm"}) {
+    o.backend = known;
+    EXPECT_TRUE(Validate(o).ok()) << known;
+  }
 }
 
 TEST(ParseBindSpec, SplitsHostAndInside) {
