@@ -12,6 +12,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # tests and benchmarks: real peers and tools the tests drive
   python3 curl iproute2 util-linux bubblewrap hyperfine procps
+  # --backend gvisor: gVisor's OCI runtime (docs/backends.md)
+  runsc
   # the e2e tests: the official MCP SDK and reference servers run on Node.js (scripts/install-node-deps.sh)
   nodejs
 )
