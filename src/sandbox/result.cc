@@ -37,6 +37,7 @@ std::string ToJson(const RunResult& r) {
   j["degraded"] = r.degraded;
   j["notes"] = r.notes;
   j["backend"] = r.backend;
+  if (!r.platform.empty()) j["platform"] = r.platform;
   j["cgroup"] = r.cgroup;
   j["landlock_abi"] = r.landlock_abi;
   return j.dump();

@@ -36,6 +36,7 @@ struct RunResult {
   std::vector<std::string> degraded;  // features missing and accepted by the profile
   std::vector<std::string> notes;     // things a user should know (e.g. a protected path absent)
   std::string backend = "native";
+  std::string platform;             // how the backend ran it, when it has a choice (gvisor: "ptrace", "kvm", ...)
   std::string cgroup;               // "v1", "v2" or "" (rlimits only)
   int landlock_abi = 0;             // 0 when not applied
   nlohmann::json egress = nlohmann::json::array();  // connection records from the egress proxy
