@@ -12,6 +12,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # tests and benchmarks: real peers and tools the tests drive
   python3 curl iproute2 util-linux bubblewrap hyperfine procps
+  # --backend microvm: QEMU's microvm machine; xz unpacks its kernel (scripts/install-microvm.sh)
+  qemu-system-x86 xz-utils
   # --backend gvisor: gVisor's OCI runtime (docs/backends.md)
   runsc
   # the e2e tests: the official MCP SDK and reference servers run on Node.js (scripts/install-node-deps.sh)
@@ -26,6 +28,7 @@ done
 command -v npm >/dev/null 2>&1 || dpkg-query -W -f='${Status}' npm 2>/dev/null | grep -q 'install ok installed' || missing+=(npm)
 node_deps() {  # tests/e2e: MCP SDK, reference servers, conformance suite (after node is there)
   "$(dirname "${BASH_SOURCE[0]}")/install-node-deps.sh"
+  "$(dirname "${BASH_SOURCE[0]}")/install-microvm.sh"  # the microvm backend's guest kernel
 }
 if [ ${#missing[@]} -eq 0 ]; then node_deps; exit 0; fi
 
