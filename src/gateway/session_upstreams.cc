@@ -46,6 +46,7 @@ Status SessionUpstreams::Start(const policy::Policy& policy, const json& client_
     spec.name = name;
     spec.command = up.command;
     spec.url = up.url;
+    spec.ca_file = up.ca_file;
     if (!up.command.empty()) {
       auto box = GatewayCore::UpstreamSandbox(policy, up);
       if (!box) return box.status().Wrap("upstream " + name);

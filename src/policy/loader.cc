@@ -512,8 +512,9 @@ Status Loader::UpstreamEntry(const std::string& name, const YAML::Node& key_node
   Upstream up;
   up.prefix = name;
   std::optional<YAML::Node> sandbox_node;
+  std::optional<YAML::Node> ca_node;
   WARDEN_RETURN_IF_ERROR(r_.Fields(
-      node, path, {"command", "url", "prefix", "sandbox", "credentials"},
+      node, path, {"command", "url", "ca_file", "prefix", "sandbox", "credentials"},
       [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
         const std::string kpath = path + "." + key;
         if (key == "command") {
@@ -531,6 +532,11 @@ Status Loader::UpstreamEntry(const std::string& name, const YAML::Node& key_node
                             "expected an http:// or https:// URL, got '" + *url + "'");
           }
           up.url = *url;
+        } else if (key == "ca_file") {
+          auto file = r_.NonEmptyString(value, kpath);
+          if (!file) return file.status();
+          up.ca_file = *file;
+          ca_node = value;
         } else if (key == "prefix") {
           auto prefix = r_.String(value, kpath);
           if (!prefix) return prefix.status();
@@ -577,6 +583,10 @@ Status Loader::UpstreamEntry(const std::string& name, const YAML::Node& key_node
   if (up.command.empty() == up.url.empty()) {
     return r_.Error(key_node, path,
                     "expected exactly one of 'command' (stdio) or 'url' (Streamable HTTP)");
+  }
+  if (ca_node && !up.url.starts_with("https://")) {
+    return r_.Error(*ca_node, path + ".ca_file",
+                    "a CA file only applies to an https:// 'url': remove it or use https://");
   }
   if (!up.url.empty() && sandbox_node) {
     return r_.Error(*sandbox_node, path + ".sandbox",

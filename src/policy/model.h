@@ -88,6 +88,7 @@ struct UpstreamCredentials {
 struct Upstream {
   std::vector<std::string> command;        // stdio: argv, spawned in a sandbox
   std::string url;                         // or Streamable HTTP
+  std::string ca_file;                     // https: CA certificates to trust (PEM); "": system
   std::string prefix;                      // tools appear as PREFIX__TOOL; "" for none
   std::string sandbox_profile;             // sandbox.profiles entry; empty: the gateway's default
   std::vector<std::string> sandbox_allow;  // egress allow entries for this upstream's sandbox

@@ -29,9 +29,11 @@ struct Spec {
   // ignored; command is used). Empty when url is set.
   std::vector<std::string> command;
   sandbox::Options sandbox;
-  // Streamable HTTP: the MCP endpoint (http://host:port/path) and extra request headers.
+  // Streamable HTTP: the MCP endpoint (http[s]://host:port/path) and extra request headers.
   std::string url;
   std::map<std::string, std::string> headers;
+  // https: a PEM file of CA certificates to trust instead of the system store (a private CA).
+  std::string ca_file;
 };
 
 struct ClientOptions {
@@ -96,7 +98,7 @@ class Client {
   // A client for `spec` (stdio when spec.command is set, else HTTP). Nothing starts until Start
   // (state() is kStarting meanwhile; requests sent now wait for the handshake). Fails with a
   // message naming the bad field: no name, both or neither of command/url, bad sandbox options,
-  // a URL other than http://, header names/values that could split a request, bad options.
+  // a URL other than http:// or https://, header names/values that could split a request, bad options.
   // Destroying the client Stops it.
   static Result<std::unique_ptr<Client>> Create(Spec spec, Events events,
                                                 ClientOptions options = {});

@@ -5,7 +5,8 @@
 // carries server-initiated messages when the server offers one (405: it does not).
 //
 // Each exchange is a coroutine on its own strand of a small io_context (two threads), with its
-// own TCP connection: a slow request never holds up another. The only file of src/upstream that
+// own TCP connection (and TLS session, for https://, verified against the system store or the
+// upstream's ca_file): a slow request never holds up another. The only file of src/upstream that
 // includes Asio and Beast (slow to compile); keep it that way.
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
@@ -14,6 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -21,8 +23,11 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <map>
 #include <mutex>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <thread>
 #include <vector>
 
@@ -100,12 +105,18 @@ class HttpConnection final : public Connection {
 
   asio::awaitable<void> Run(Exchange ex);
   asio::awaitable<void> Listen();
+  // Connects (and for https: shakes hands), then Talk()s.
   asio::awaitable<Outcome> Perform(Exchange& ex);
-  asio::awaitable<Outcome> ReadSse(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+  // One request and its reply on a connected stream (a tcp_stream, or TLS over one: `lower`).
+  template <class Stream>
+  asio::awaitable<Outcome> Talk(Stream& stream, beast::tcp_stream& lower, Exchange& ex);
+  template <class Stream>
+  asio::awaitable<Outcome> ReadSse(Stream& stream, beast::flat_buffer& buffer,
                                    http::response_parser<http::buffer_body>& parser, Exchange& ex);
   // Reads the body in chunks, handing each to `on_chunk` until it returns false or the body ends.
+  template <class Stream>
   asio::awaitable<beast::error_code> ReadBody(
-      beast::tcp_stream& stream, beast::flat_buffer& buffer,
+      Stream& stream, beast::flat_buffer& buffer,
       http::response_parser<http::buffer_body>& parser,
       const std::function<bool(std::string_view)>& on_chunk);
   asio::awaitable<void> Sleep(milliseconds delay);
@@ -139,6 +150,7 @@ class HttpConnection final : public Connection {
   std::mutex close_mu_;
   bool closed_ = false;
   tcp::resolver::results_type endpoints_;
+  std::optional<asio::ssl::context> tls_;  // https only: the peer is verified against it
   std::vector<std::thread> threads_;
   // Last: destroyed first, together with any coroutine frame still suspended in it.
   asio::io_context ioc_;
@@ -150,6 +162,19 @@ Status HttpConnection::Open(Clock::time_point /*deadline: resolving is the only 
   beast::error_code ec;
   endpoints_ = resolver.resolve(url_.host, url_.port, ec);
   if (ec) return Status::Error("cannot resolve " + url_.host + ": " + ec.message());
+  if (url_.tls) {
+    tls_.emplace(asio::ssl::context::tls_client);
+    tls_->set_options(asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
+                          asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1,
+                      ec);
+    if (!ec && spec_.ca_file.empty()) tls_->set_default_verify_paths(ec);
+    if (!ec && !spec_.ca_file.empty()) {
+      tls_->load_verify_file(spec_.ca_file, ec);
+      if (ec) return Status::Error("cannot load the CA file " + spec_.ca_file + ": " + ec.message());
+    }
+    if (!ec) tls_->set_verify_mode(asio::ssl::verify_peer, ec);
+    if (ec) return Status::Error("cannot set up TLS: " + ec.message());
+  }
   work_.emplace(ioc_.get_executor());
   for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { ioc_.run(); });
   return Status::Ok();
@@ -324,16 +349,55 @@ http::request<http::string_body> HttpConnection::BuildRequest(Exchange& ex) {
   return req;
 }
 
+// The TLS handshake checks the chain against the context's store, sends SNI for a name and
+// checks the name or address against the certificate.
+bool PrepareTls(SSL* ssl, const HttpUrl& url) {
+  boost::system::error_code ec;
+  (void)asio::ip::make_address(url.host, ec);  // an IP literal: no SNI, the address is checked
+  if (!ec) return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), url.host.c_str()) == 1;
+  if (SSL_set_tlsext_host_name(ssl, url.host.c_str()) != 1) return false;
+  SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  return SSL_set1_host(ssl, url.host.c_str()) == 1;
+}
+
 asio::awaitable<Outcome> HttpConnection::Perform(Exchange& ex) {
-  auto stream = std::make_shared<beast::tcp_stream>(co_await asio::this_coro::executor);
+  auto executor = co_await asio::this_coro::executor;
+  std::shared_ptr<beast::ssl_stream<beast::tcp_stream>> secure;
+  std::shared_ptr<beast::tcp_stream> stream;
+  if (tls_) {
+    secure = std::make_shared<beast::ssl_stream<beast::tcp_stream>>(executor, *tls_);
+    stream = std::shared_ptr<beast::tcp_stream>(secure, &secure->next_layer());  // aliasing
+  } else {
+    stream = std::make_shared<beast::tcp_stream>(executor);
+  }
+  // Abandon() closes the TCP stream, which also ends a TLS exchange on it.
   if (ex.request_id && !Track(*ex.request_id, stream)) co_return Outcome{Outcome::kQuiet, ""};
   stream->expires_after(options_.connect_timeout);
   auto [connect_error, endpoint] = co_await stream->async_connect(endpoints_, kTuple);
   if (connect_error)
     co_return Outcome{Outcome::kFailed,
                       "cannot connect to " + url_.host_header + ": " + connect_error.message()};
+  if (!secure) co_return co_await Talk(*stream, *stream, ex);
+  if (!PrepareTls(secure->native_handle(), url_))
+    co_return Outcome{Outcome::kFailed, "cannot set up TLS for " + url_.host};
+  auto [handshake_error] =
+      co_await secure->async_handshake(asio::ssl::stream_base::client, kTuple);
+  if (handshake_error) {
+    std::string why = handshake_error.message();
+    const long verify = SSL_get_verify_result(secure->native_handle());
+    if (verify != X509_V_OK) why = std::string("certificate ") + X509_verify_cert_error_string(verify);
+    co_return Outcome{Outcome::kFailed, "TLS with " + url_.host_header + " failed: " + why};
+  }
+  co_return co_await Talk(*secure, *stream, ex);
+}
+
+template <class Stream>
+asio::awaitable<Outcome> HttpConnection::Talk(Stream& stream_ref, beast::tcp_stream& lower,
+                                              Exchange& ex) {
+  Stream* stream = &stream_ref;
+  beast::tcp_stream* timed = &lower;
   http::request<http::string_body> req = BuildRequest(ex);
-  stream->expires_after(options_.connect_timeout);
+  timed->expires_after(options_.connect_timeout);
   auto [write_error, written] = co_await http::async_write(*stream, req, kTuple);
   if (write_error)
     co_return Outcome{Outcome::kFailed,
@@ -341,9 +405,9 @@ asio::awaitable<Outcome> HttpConnection::Perform(Exchange& ex) {
   // A request's reply may take as long as the request is allowed to (the client's timer abandons
   // it); anything else must answer within the request timeout.
   if (ex.request_id || ex.listen)
-    stream->expires_never();
+    timed->expires_never();
   else
-    stream->expires_after(options_.request_timeout);
+    timed->expires_after(options_.request_timeout);
   beast::flat_buffer buffer;
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(boost::none);  // per-message limits are ours, below
@@ -425,7 +489,8 @@ asio::awaitable<Outcome> HttpConnection::Perform(Exchange& ex) {
   co_return Outcome{Outcome::kDone, ""};
 }
 
-asio::awaitable<Outcome> HttpConnection::ReadSse(beast::tcp_stream& stream,
+template <class Stream>
+asio::awaitable<Outcome> HttpConnection::ReadSse(Stream& stream,
                                                  beast::flat_buffer& buffer,
                                                  http::response_parser<http::buffer_body>& parser,
                                                  Exchange& ex) {
@@ -456,8 +521,9 @@ asio::awaitable<Outcome> HttpConnection::ReadSse(beast::tcp_stream& stream,
   co_return Outcome{Outcome::kStreamEnded, error ? error.message() : "ended"};
 }
 
+template <class Stream>
 asio::awaitable<beast::error_code> HttpConnection::ReadBody(
-    beast::tcp_stream& stream, beast::flat_buffer& buffer,
+    Stream& stream, beast::flat_buffer& buffer,
     http::response_parser<http::buffer_body>& parser,
     const std::function<bool(std::string_view)>& on_chunk) {
   char chunk[16384];
@@ -466,7 +532,14 @@ asio::awaitable<beast::error_code> HttpConnection::ReadBody(
     parser.get().body().size = sizeof chunk;
     auto [error, n] = co_await http::async_read_some(stream, buffer, parser, kTuple);
     if (error == http::error::need_buffer) error = {};
-    if (error) co_return error;
+    if (error == asio::ssl::error::stream_truncated && parser.need_eof()) {
+      // A TLS peer that closes without close_notify, on a body that ends at the close.
+      error = {};
+      parser.put_eof(error);
+      if (error) co_return error;
+    } else if (error) {
+      co_return error;
+    }
     const std::size_t got = sizeof chunk - parser.get().body().size;
     if (got > 0 && !on_chunk(std::string_view(chunk, got))) co_return beast::error_code{};
   }

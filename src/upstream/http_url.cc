@@ -8,17 +8,18 @@ namespace warden::upstream {
 Result<HttpUrl> ParseHttpUrl(std::string_view url) {
   const std::string quoted = "'" + std::string(url) + "'";
   constexpr std::string_view kHttp = "http://";
-  if (url.size() >= 8 && url.substr(0, 8) == "https://")
-    return Status::Error("upstream URL " + quoted + ": https:// is not supported yet; use http://");
-  if (url.substr(0, kHttp.size()) != kHttp)
-    return Status::Error("upstream URL " + quoted + ": must start with http://");
+  constexpr std::string_view kHttps = "https://";
+  const bool tls = url.substr(0, kHttps.size()) == kHttps;
+  if (!tls && url.substr(0, kHttp.size()) != kHttp)
+    return Status::Error("upstream URL " + quoted + ": must start with http:// or https://");
   if (std::any_of(url.begin(), url.end(), [](unsigned char c) { return c <= ' ' || c == 0x7f; }))
     return Status::Error("upstream URL " + quoted + ": contains spaces or control characters");
-  std::string_view rest = url.substr(kHttp.size());
+  std::string_view rest = url.substr(tls ? kHttps.size() : kHttp.size());
   rest = rest.substr(0, rest.find('#'));
   const size_t path_at = rest.find_first_of("/?");
   std::string_view authority = rest.substr(0, path_at);
   HttpUrl out;
+  out.tls = tls;
   out.target = path_at == std::string_view::npos ? "/" : std::string(rest.substr(path_at));
   if (out.target.front() == '?') out.target.insert(0, "/");
   if (authority.find('@') != std::string_view::npos)
@@ -43,7 +44,7 @@ Result<HttpUrl> ParseHttpUrl(std::string_view url) {
   }
   if (out.host.empty()) return Status::Error("upstream URL " + quoted + ": no host");
   if (port.empty()) {
-    out.port = "80";
+    out.port = tls ? "443" : "80";
   } else {
     const bool digits =
         port.size() <= 5 &&

@@ -255,6 +255,15 @@ TEST(PolicyLoaderTest, UpstreamMistakes) {
                     "test.yaml:3: upstreams.a__b: expected a name");
   EXPECT_LOAD_ERROR("version: 1\nupstreams:\n  a: { command: [] }\n",
                     "upstreams.a.command: expected the program");
+  EXPECT_LOAD_ERROR("version: 1\nupstreams:\n  t: { url: \"http://x\", ca_file: ca.pem }\n",
+                    "test.yaml:3: upstreams.t.ca_file: a CA file only applies to an https:// 'url'");
+}
+
+TEST(PolicyLoaderTest, HttpsUpstreamKeepsItsCaFile) {
+  Policy policy = MustLoad(
+      "version: 1\nupstreams:\n  t: { url: \"https://tracker.internal/mcp\", ca_file: ./ca.pem }\n");
+  ASSERT_EQ(policy.upstreams.count("t"), 1u);
+  EXPECT_EQ(policy.upstreams.at("t").ca_file, "./ca.pem");
 }
 
 TEST(PolicyLoaderTest, SandboxProfilesUseTheSandboxSchemaWithPolicyLines) {

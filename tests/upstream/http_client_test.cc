@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -61,17 +62,19 @@ struct Recorder {
   }
 };
 
-Spec HttpSpec(const std::string& url) {
+Spec HttpSpec(const std::string& url, const std::string& ca_file = "") {
   Spec spec;
   spec.name = "web";
   spec.url = url;
   spec.headers = {{"X-Test", "1"}};
+  spec.ca_file = ca_file;
   return spec;
 }
 
 std::unique_ptr<Client> Started(const std::string& url, Events events = {},
-                                ClientOptions options = FastOptions()) {
-  auto made = Client::Create(HttpSpec(url), std::move(events), options);
+                                ClientOptions options = FastOptions(),
+                                const std::string& ca_file = "") {
+  auto made = Client::Create(HttpSpec(url, ca_file), std::move(events), options);
   EXPECT_TRUE(made.ok()) << made.status().message();
   if (!made.ok()) return nullptr;
   auto client = std::move(*made);
@@ -224,6 +227,86 @@ TEST(HttpClient, UnreachableServerStopsWithTheCause) {
   const std::string why = rec.LastWhy(State::kStopped);
   EXPECT_EQ(why.rfind("initialize failed: cannot connect to 127.0.0.1:", 0), 0u) << why;
   EXPECT_NE(why.find("(gave up after 1 restarts)"), std::string::npos) << why;
+}
+
+// https: a self-signed certificate for the name "localhost" only, made with the openssl tool.
+class TlsFixture {
+ public:
+  TlsFixture() : dir_(std::filesystem::temp_directory_path() / ("warden-tls-" + std::to_string(getpid()))) {
+    std::filesystem::create_directories(dir_);
+    const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost"
+                            " -addext subjectAltName=DNS:localhost -keyout " + key() + " -out " +
+                            cert() + " >/dev/null 2>&1";
+    made_ = std::system(cmd.c_str()) == 0;
+    if (made_) server_ = std::make_unique<HttpFixture>(std::vector<std::string>{"--tls", cert(), key()});
+  }
+  ~TlsFixture() {
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  bool made() const { return made_; }
+  std::string cert() const { return (dir_ / "cert.pem").string(); }
+  std::string key() const { return (dir_ / "key.pem").string(); }
+  std::string url(const std::string& host) const {
+    return "https://" + host + ":" + std::to_string(server_->port()) + "/mcp";
+  }
+
+ private:
+  std::filesystem::path dir_;
+  bool made_ = false;
+  std::unique_ptr<HttpFixture> server_;
+};
+
+TEST(HttpsClient, TrustedCertificateCarriesTheWholeProtocol) {
+  TlsFixture tls;
+  if (!tls.made()) GTEST_SKIP() << "the openssl tool could not make a certificate";
+  Recorder rec;
+  auto client = Started(tls.url("localhost"), rec.Hook(), FastOptions(), tls.cert());
+  ASSERT_TRUE(client);
+  EXPECT_EQ(ToolText(client->Call("tools/call", ToolCall("echo", {{"text", "over tls"}}))),
+            "over tls");
+  // An SSE reply and the GET stream, both ended by the server's close without close_notify.
+  EXPECT_EQ(ToolText(client->Call("tools/call", ToolCall("sse_echo", {{"text", "sse"}}))), "sse");
+  EXPECT_EQ(ToolText(client->Call("tools/call", ToolCall("push", {{"text", "pushed over tls"}}))),
+            "pushed");
+  EXPECT_TRUE(Eventually(
+      [&] { return rec.Saw("notifications/message", "data", "pushed over tls"); }, 3000ms));
+}
+
+// Starts a client for `spec` that gives up after one restart; returns why it stopped.
+std::string WhyItStops(const Spec& spec) {
+  Recorder rec;
+  ClientOptions options = FastOptions();
+  options.max_restarts = 1;
+  auto made = Client::Create(spec, rec.Hook(), options);
+  if (!made.ok()) return "not created: " + made.status().message();
+  (*made)->Start();
+  EXPECT_FALSE((*made)->WaitReady(5s));
+  EXPECT_TRUE(Eventually([&] { return !rec.LastWhy(State::kStopped).empty(); }));
+  return rec.LastWhy(State::kStopped);
+}
+
+// The attack: a server (or a man in the middle) with a certificate nobody vouches for.
+TEST(HttpsClient, UntrustedCertificateIsRefused) {
+  TlsFixture tls;
+  if (!tls.made()) GTEST_SKIP() << "the openssl tool could not make a certificate";
+  const std::string why = WhyItStops(HttpSpec(tls.url("localhost")));
+  EXPECT_NE(why.find("TLS with localhost:"), std::string::npos) << why;
+  EXPECT_NE(why.find("certificate"), std::string::npos) << why;
+}
+
+// The attack: a trusted certificate presented for a name it was not issued for.
+TEST(HttpsClient, CertificateForAnotherNameIsRefused) {
+  TlsFixture tls;
+  if (!tls.made()) GTEST_SKIP() << "the openssl tool could not make a certificate";
+  const std::string why = WhyItStops(HttpSpec(tls.url("127.0.0.1"), tls.cert()));
+  EXPECT_NE(why.find("TLS with 127.0.0.1:"), std::string::npos) << why;
+  EXPECT_NE(why.find("certificate"), std::string::npos) << why;
+}
+
+TEST(HttpsClient, MissingCaFileIsNamed) {
+  const std::string why = WhyItStops(HttpSpec("https://localhost:1/mcp", "/nonexistent/ca.pem"));
+  EXPECT_NE(why.find("cannot load the CA file /nonexistent/ca.pem"), std::string::npos) << why;
 }
 
 }  // namespace

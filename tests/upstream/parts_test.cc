@@ -72,15 +72,19 @@ TEST(HttpUrlParse, AcceptsHostPortPathAndIpv6) {
   EXPECT_EQ(v6->port, "9");
   auto bare = ParseHttpUrl("http://h");
   ASSERT_TRUE(bare.ok());
+  EXPECT_FALSE(bare->tls);
   EXPECT_EQ(bare->port, "80");
   EXPECT_EQ(bare->target, "/");
+  auto secure = ParseHttpUrl("https://h/mcp");
+  ASSERT_TRUE(secure.ok());
+  EXPECT_TRUE(secure->tls);
+  EXPECT_EQ(secure->port, "443");
+  EXPECT_EQ(secure->host_header, "h");
 }
 
 TEST(HttpUrlParse, RefusesWhatItCannotOrMustNotUse) {
-  EXPECT_EQ(ParseHttpUrl("https://h/").status().message(),
-            "upstream URL 'https://h/': https:// is not supported yet; use http://");
   EXPECT_EQ(ParseHttpUrl("ftp://h/").status().message(),
-            "upstream URL 'ftp://h/': must start with http://");
+            "upstream URL 'ftp://h/': must start with http:// or https://");
   EXPECT_EQ(
       ParseHttpUrl("http://user:pw@h/").status().message(),
       "upstream URL 'http://user:pw@h/': user info is not allowed; put credentials in headers");
@@ -118,9 +122,9 @@ TEST(CreateChecks, RefusesSpecsThatCannotWork) {
   unnamed.command = {"true"};
   EXPECT_EQ(CreateStatus(unnamed).message(), "upstream: the name is empty");
   Spec bad_url = none;
-  bad_url.url = "https://h/";
+  bad_url.url = "ws://h/";
   EXPECT_EQ(CreateStatus(bad_url).message(),
-            "upstream 'x': upstream URL 'https://h/': https:// is not supported yet; use http://");
+            "upstream 'x': upstream URL 'ws://h/': must start with http:// or https://");
 }
 
 TEST(CreateChecks, HeaderInjectionIsRefused) {
