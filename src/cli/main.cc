@@ -9,6 +9,7 @@
 #include "cli/kill_command.h"
 #include "cli/mcp_command.h"
 #include "cli/policy_command.h"
+#include "cli/pool_command.h"
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
 #include "cli/tools_command.h"
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   warden::cli::ServeCommand serve(app);
   warden::cli::KillCommand kill(app);
   warden::cli::ToolsCommand tools(app);
+  warden::cli::PoolCommand pool(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -39,5 +41,6 @@ int main(int argc, char** argv) {
   if (serve.parsed()) return serve.Execute();
   if (kill.parsed()) return kill.Execute();
   if (tools.parsed()) return tools.Execute();
+  if (pool.parsed()) return pool.Execute();
   return 125;
 }

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 
 #include "egress/sandbox_network.h"
+#include "sandbox/pool.h"
 #include "sandbox/profile.h"
 #include "sandbox/sandbox.h"
 
@@ -44,6 +45,7 @@ RunCommand::RunCommand(CLI::App& app) {
   s->add_option("--resolve", resolve_, "Map HOST=IP for the egress proxy");
   s->add_option("--backend", backend_, "Isolation backend: native (default), gvisor, microvm");
   s->add_option("--accept-missing", accept_missing_, "Run without a missing feature: landlock, cgroups (recorded in the result)");
+  s->add_option("--pool", pool_, "Run in a pre-warmed sandbox of the pool serving this socket (warden pool start)");
   s->add_option("--json", json_, "Write the result record to FILE ('-' for stderr)");
   s->add_option("command", command_, "The command and its arguments (after --)")->required();
   s->positionals_at_end();
@@ -109,7 +111,7 @@ int RunCommand::Execute() {
   o.argv = command_;
 
   std::unique_ptr<egress::SandboxNetwork> network;
-  if (o.net == sandbox::NetMode::kProxy) {
+  if (o.net == sandbox::NetMode::kProxy && pool_.empty()) {
     auto created = egress::SandboxNetwork::Create(o.allow, o.resolve);
     if (!created) return Fail(created.status().message());
     network = std::move(*created);
@@ -120,7 +122,8 @@ int RunCommand::Execute() {
       setrlimit(RLIMIT_NOFILE, &rl);
     }
   }
-  sandbox::RunResult r = sandbox::Run(o, {}, network.get());
+  sandbox::RunResult r = pool_.empty() ? sandbox::Run(o, {}, network.get())
+                                       : sandbox::pool::RunPooled(pool_, o, {}, /*forward_signals=*/true);
   if (r.reason == sandbox::Reason::kSetupError) std::fprintf(stderr, "warden: %s\n", r.error.c_str());
   else if (!r.error.empty()) std::fprintf(stderr, "warden: %s\n", r.error.c_str());
   if (!json_.empty()) {

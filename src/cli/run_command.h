@@ -18,7 +18,7 @@ class RunCommand {
 
  private:
   CLI::App* sub_;
-  std::string profile_, timeout_, memory_, cpu_, output_limit_, tmpfs_size_, file_size_, workdir_, net_, backend_, json_;
+  std::string profile_, timeout_, memory_, cpu_, output_limit_, tmpfs_size_, file_size_, workdir_, net_, backend_, json_, pool_;
   uint32_t pids_ = 0, open_files_ = 0;
   bool no_protect_ = false;
   std::vector<std::string> ro_, rw_, env_, allow_, resolve_, protect_, accept_missing_;

@@ -12,6 +12,7 @@
 #include "sandbox/caps.h"
 #include "sandbox/landlock.h"
 #include "sandbox/net.h"
+#include "sandbox/pool_protocol.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/seccomp_programs.h"
 #include "sandbox/sync.h"
@@ -145,12 +146,21 @@ int ExecCommand(const ChildSpec& spec, char* const argv[], char* const envp[]) {
     close(notify_fd);
   }
 
+  // A pooled init waits here, already locked down, for the command it will run once.
+  ChildSpec claimed;
+  if (spec.pooled) {
+    claimed = spec;
+    st = pool::ReceiveClaimFromChild(&claimed);
+    if (!st.ok()) Fail(sync_fd, st.Wrap("receive the pool's claim"));
+  }
+  const ChildSpec& run = spec.pooled ? claimed : spec;
+
   pid_t command = fork();
   if (command < 0) Fail(sync_fd, Status::FromErrno("fork the command", errno));
-  if (command == 0) RunCommand(spec);
-  close(spec.stdin_fd);
-  close(spec.stdout_fd);
-  close(spec.stderr_fd);
+  if (command == 0) RunCommand(run);
+  close(run.stdin_fd);
+  close(run.stdout_fd);
+  close(run.stderr_fd);
   // Reap everything (orphans are re-parented to us) until the command itself ends.
   for (;;) {
     int status = 0;

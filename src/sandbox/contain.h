@@ -27,6 +27,9 @@ struct ChildSpec {
   std::vector<uint16_t> tcp_ports;
   bool seccomp_notify = true;     // ask for a seccomp listener to report violations
   bool new_cgroup_ns = false;     // unshare the cgroup namespace after the parent moved us
+  // Pre-warmed (docs/pool.md): the whole chain runs, seccomp included, then init reports ready
+  // and waits for the command's half (argv, env, workdir, rlimits, stdio) before forking it.
+  bool pooled = false;
   int sync_fd = -1;               // SOCK_SEQPACKET to the parent
   int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1;  // the command's ends
 };

@@ -16,6 +16,7 @@ enum Type : char {
   kNotifyFd = 'F',    // child -> parent: the seccomp listener (fd attached)
   kExecError = 'E',   // command -> parent: execve failed (payload: errno as decimal text)
   kExit = 'X',        // child -> parent: the command's wait status (decimal text)
+  kReady = 'R',       // pooled child -> pool server: built and locked down, waiting for a claim
 };
 
 struct Message {

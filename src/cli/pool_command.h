@@ -1,0 +1,35 @@
+// `warden pool start --socket PATH [--size N] [--idle-timeout D] [--profile FILE] [RUN OPTIONS]`
+// runs a pool of pre-warmed native sandboxes in the foreground (docs/pool.md); `warden pool status
+// --socket PATH [--json]` prints its state. Exit status: 0, or 125 when the pool cannot start or
+// cannot be reached (the message says why).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace warden::cli {
+
+class PoolCommand {
+ public:
+  explicit PoolCommand(CLI::App& app);
+  bool parsed() const { return sub_->parsed(); }
+  int Execute();
+
+ private:
+  int Start();
+  int ShowStatus();
+
+  CLI::App *sub_, *start_, *status_;
+  std::string socket_;
+  uint32_t size_ = 4;
+  std::string idle_timeout_;
+  bool json_ = false;
+  std::string profile_, timeout_, memory_, cpu_, output_limit_, tmpfs_size_, file_size_, workdir_;
+  uint32_t pids_ = 0, open_files_ = 0;
+  bool no_protect_ = false;
+  std::vector<std::string> ro_, rw_, env_, protect_, accept_missing_;
+};
+
+}  // namespace warden::cli

@@ -1,0 +1,845 @@
+// The pool server: one epoll loop, no threads (every sandbox is a raw clone of this process).
+// It builds sandboxes ahead with the same chain as a cold run (contain.cc, with ChildSpec::pooled),
+// hands each to one client, supervises it as subproc.cc's Supervisor does (timeout, CPU, seccomp
+// notifications, reaping, the reason) and sends the result record back. The client streams the
+// output itself (pool_client.cc). Design and isolation argument: docs/pool.md.
+#include "sandbox/pool.h"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "common/unique_fd.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/contain.h"
+#include "sandbox/landlock.h"
+#include "sandbox/pool_protocol.h"
+#include "sandbox/profile.h"
+#include "sandbox/seccomp.h"
+#include "sandbox/sync.h"
+
+namespace warden::sandbox::pool {
+namespace {
+
+constexpr size_t kMaxViolations = 100;
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+constexpr uint64_t kDefaultOutputLimit = 16ull << 20;
+constexpr uint64_t kDefaultTmpfs = 64ull << 20;
+constexpr uint32_t kDefaultOpenFiles = 1024;
+
+uint64_t NowMs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+}
+
+void KillPid(int pidfd) { syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0); }
+
+UniqueFd ArmTimer(uint64_t first_ms, uint64_t interval_ms) {
+  UniqueFd t(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC));
+  struct itimerspec its = {};
+  its.it_value.tv_sec = static_cast<time_t>(first_ms / 1000);
+  its.it_value.tv_nsec = static_cast<long>((first_ms % 1000) * 1000000);
+  its.it_interval.tv_sec = static_cast<time_t>(interval_ms / 1000);
+  its.it_interval.tv_nsec = static_cast<long>((interval_ms % 1000) * 1000000);
+  timerfd_settime(t.get(), 0, &its, nullptr);
+  return t;
+}
+
+// The command's environment: the clean defaults, the client's TERM, the pool's --env, the run's.
+std::vector<std::string> BuildEnv(const Options& o, const std::string& term, std::string* path) {
+  std::map<std::string, std::string> env = {
+      {"PATH", kDefaultPath}, {"HOME", "/tmp"}, {"LANG", "C.UTF-8"}, {"USER", "sandbox"}, {"TERM", "dumb"}};
+  if (!term.empty()) env["TERM"] = term;
+  for (const auto& [k, v] : o.env) env[k] = v;
+  *path = env["PATH"];
+  std::vector<std::string> out;
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+enum class SlotState { kStarting, kReady, kClaimed };
+
+// One pooled sandbox, from its clone to its reaping.
+struct Slot {
+  uint64_t id = 0;
+  SlotState state = SlotState::kStarting;
+  pid_t pid = -1;
+  UniqueFd pidfd, sync, notify, timer, cpu_timer;
+  std::optional<cgroup::Cgroup> cg;
+  std::vector<std::string> writable_inside;
+  uint64_t created_ms = 0, ready_ms = 0, claimed_ms = 0, ended_ms = 0;
+  RunResult result;  // notes, Landlock ABI, degraded, cgroup version and violations as they come
+  std::string setup_error;
+  std::optional<int> wait_status, exec_errno;
+  std::optional<Reason> killed_for;
+  int host_signal = 0;  // the signal the client received, when it asked us to end the run
+  uint64_t client = 0;  // 0: unclaimed, or the client went away
+  Options run;          // the claim's effective options
+  bool exited = false;
+};
+
+struct Client {
+  uint64_t id = 0;
+  UniqueFd conn;
+  Options run;
+  std::string term;
+  std::vector<UniqueFd> stdio;
+  uint64_t slot = 0;  // 0 while waiting
+};
+
+// What an epoll event belongs to: the kind in the top byte, a slot or client id below.
+enum Kind : uint64_t { kListen = 1, kSignal, kTick, kPidfd, kSync, kNotify, kTimeout, kCpuTick, kConn };
+uint64_t Tag(Kind k, uint64_t id = 0) { return (static_cast<uint64_t>(k) << 56) | id; }
+
+class Server {
+ public:
+  explicit Server(const PoolConfig& config) : config_(config) {}
+  int Serve();
+
+ private:
+  Status Listen();
+  Status Launch();
+  void Watch(int fd, Kind kind, uint64_t id);
+  void Unwatch(int fd);
+  void OnSync(Slot& s);
+  void OnNotify(Slot& s);
+  void OnExit(Slot& s);
+  void OnAccept();
+  void OnClient(Client& c);
+  void OnTick();
+  void Dispatch();
+  bool ClaimFor(Slot& s, Client& c);
+  void Kill(Slot& s, Reason why);
+  RunResult Collect(Slot& s, int status, const struct rusage& ru);
+  void Drop(uint64_t slot_id);
+  void DropClient(uint64_t client_id);
+  size_t Count(SlotState st) const;
+  nlohmann::json StatusJson() const;
+  uint64_t RefillDelayMs() const;
+
+  const PoolConfig& config_;
+  Options profile_;
+  bool profile_cgroup_ = false;  // sandboxes get a cgroup (memory, pids or cpu limits)
+  std::vector<std::string> degraded_;
+  UniqueFd listen_, epoll_, sigfd_, tick_;
+  std::map<uint64_t, std::unique_ptr<Slot>> slots_;
+  std::map<uint64_t, std::unique_ptr<Client>> clients_;
+  std::deque<uint64_t> waiting_;
+  uint64_t next_id_ = 1;
+  bool stop_ = false;
+  bool ever_ready_ = false;
+  uint32_t consecutive_failures_ = 0;
+  uint64_t next_launch_ms_ = 0;
+  std::string last_error_;
+  // Counters for `warden pool status`.
+  uint64_t started_ = 0, failed_ = 0, refills_ = 0, expired_ = 0, served_ = 0, refused_ = 0;
+};
+
+void Server::Watch(int fd, Kind kind, uint64_t id) {
+  struct epoll_event ev = {};
+  ev.events = EPOLLIN;
+  ev.data.u64 = Tag(kind, id);
+  epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+}
+
+void Server::Unwatch(int fd) {
+  if (fd >= 0) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+}
+
+size_t Server::Count(SlotState st) const {
+  return static_cast<size_t>(std::count_if(slots_.begin(), slots_.end(), [st](const auto& kv) { return kv.second->state == st; }));
+}
+
+Status Server::Listen() {
+  const std::string& path = config_.socket_path;
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
+    return Status::Error("--socket " + path + ": a Unix socket path must be 1 to " + std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  listen_.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!listen_.valid()) return Status::FromErrno("socket", errno);
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) return Status::Error("--socket " + path + ": exists and is not a socket");
+    UniqueFd probe(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    if (connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      return Status::Error("--socket " + path + ": another pool is serving it");
+    }
+    unlink(path.c_str());  // stale: its server is gone
+  }
+  mode_t old = umask(077);
+  int rc = bind(listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  int err = errno;
+  umask(old);
+  if (rc != 0) return Status::FromErrno("bind " + path, err);
+  if (listen(listen_.get(), 128) != 0) return Status::FromErrno("listen on " + path, errno);
+  return Status::Ok();
+}
+
+// Builds one sandbox up to the point where it waits for a command: the parent's half of
+// Supervisor::Prepare/Launch (subproc.cc) for the pool's profile.
+Status Server::Launch() {
+  auto slot = std::make_unique<Slot>();
+  slot->id = next_id_++;
+  contain::ChildSpec spec;
+  spec.pooled = true;
+  spec.ids = user::ChooseFromParent();
+  auto plan = mnt::PlanFromParent(profile_, spec.ids.inside_uid, spec.ids.inside_gid);
+  if (!plan) return plan.status();
+  spec.plan = std::move(*plan);
+  if (landlock::AbiVersion() <= 0) {
+    if (!profile_.degrade.allow_no_landlock) {
+      return Status::Error("Landlock is not available in this kernel; a pool accepts that only with 'accept_missing: [landlock]'");
+    }
+    spec.landlock = false;
+    slot->result.degraded.push_back("landlock");
+  }
+  spec.limits.file_size_bytes = profile_.file_size_bytes;
+  spec.limits.open_files = profile_.open_files;
+  if (profile_cgroup_) {
+    auto cg = cgroup::Cgroup::CreateFromParent({profile_.memory_bytes, profile_.pids ? profile_.pids + 1 : 0});
+    if (cg) {
+      slot->cg = std::move(*cg);
+      slot->result.cgroup = slot->cg->is_v2() ? "v2" : "v1";
+      spec.new_cgroup_ns = true;
+    } else if (profile_.degrade.allow_no_cgroups) {
+      slot->result.degraded.push_back("cgroups");
+      slot->result.notes.push_back("cgroups unavailable (" + cg.status().message() + "): limits enforced per process with rlimits");
+      spec.limits.address_space_bytes = profile_.memory_bytes;
+      spec.limits.processes = profile_.pids;
+    } else {
+      return cg.status().Wrap("--memory/--pids/--cpu need cgroups (or a profile with 'accept_missing: [cgroups]')");
+    }
+  }
+  spec.hostname = profile_.hostname;
+  for (const auto& b : spec.plan.user) {
+    if (b.writable && b.is_dir) spec.writable_inside.push_back(b.inside);
+  }
+  slot->writable_inside = spec.writable_inside;
+  spec.seccomp_notify = true;
+
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return Status::FromErrno("socketpair", errno);
+  slot->sync.reset(sv[0]);
+  UniqueFd child_sync(sv[1]);
+  spec.sync_fd = child_sync.get();
+
+  struct clone_args args = {};
+  int pidfd = -1;
+  args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = SIGCHLD;
+  long pid = syscall(SYS_clone3, &args, sizeof(args));
+  if (pid < 0) return Status::FromErrno("clone the sandbox (user namespaces disabled or exhausted?)", errno);
+  if (pid == 0) {
+    // The clone holds every descriptor of the server (the socket, other sandboxes' channels,
+    // clients' streams): keep only the sync socket, and /dev/null as stdio.
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      dup2(null, 0);
+      dup2(null, 1);
+      dup2(null, 2);
+    }
+    const int keep = spec.sync_fd;
+    if (keep > 3) close_range(3, static_cast<unsigned>(keep - 1), 0);
+    close_range(static_cast<unsigned>(keep + 1), ~0U, 0);
+    contain::RunInitFromChild(spec);
+  }
+  child_sync.reset();
+  slot->pid = static_cast<pid_t>(pid);
+  slot->pidfd.reset(pidfd);
+  slot->created_ms = NowMs();
+  ++started_;
+  Status st = user::InitNsFromParent(slot->pid, spec.ids);
+  if (st.ok() && slot->cg) st = slot->cg->AddProcessFromParent(slot->pid);
+  if (st.ok()) st = sync::Send(slot->sync.get(), sync::kGo);
+  if (!st.ok()) {
+    KillPid(slot->pidfd.get());
+    waitpid(slot->pid, nullptr, __WALL);
+    return st;
+  }
+  Watch(slot->pidfd.get(), kPidfd, slot->id);
+  Watch(slot->sync.get(), kSync, slot->id);
+  slots_[slot->id] = std::move(slot);
+  return Status::Ok();
+}
+
+void Server::OnSync(Slot& s) {
+  auto m = sync::Receive(s.sync.get());
+  if (!m) {
+    Unwatch(s.sync.get());
+    s.sync.reset();
+    return;
+  }
+  switch (m->type) {
+    case sync::kSetupError: s.setup_error = m->payload; break;
+    case sync::kNote: s.result.notes.push_back(m->payload); break;
+    case sync::kLandlock: s.result.landlock_abi = std::atoi(m->payload.c_str()); break;
+    case sync::kExecError: s.exec_errno = std::atoi(m->payload.c_str()); break;
+    case sync::kExit: s.wait_status = std::atoi(m->payload.c_str()); break;
+    case sync::kNotifyFd:
+      if (m->fd >= 0) {
+        s.notify.reset(m->fd);
+        m->fd = -1;
+        Watch(s.notify.get(), kNotify, s.id);
+      }
+      break;
+    case sync::kReady:
+      if (s.state == SlotState::kStarting) {
+        s.state = SlotState::kReady;
+        s.ready_ms = NowMs();
+        ever_ready_ = true;
+        consecutive_failures_ = 0;
+        Dispatch();
+      }
+      break;
+    default: break;
+  }
+  if (m->fd >= 0) close(m->fd);
+}
+
+void Server::OnNotify(Slot& s) {
+  auto v = seccomp::AnswerOneFromParent(s.notify.get());
+  if (!v) {
+    Unwatch(s.notify.get());
+    s.notify.reset();
+    return;
+  }
+  if (v->syscall.empty()) return;
+  if (s.result.violations.size() < kMaxViolations) {
+    s.result.violations.push_back({v->syscall, v->errno_returned, v->pid});
+  } else {
+    ++s.result.violations_dropped;
+  }
+}
+
+void Server::Kill(Slot& s, Reason why) {
+  if (s.exited) return;
+  if (!s.killed_for) s.killed_for = why;
+  KillPid(s.pidfd.get());
+}
+
+// Hands ready sandboxes to waiting clients, oldest first on both sides.
+void Server::Dispatch() {
+  while (!waiting_.empty()) {
+    Slot* ready = nullptr;
+    for (auto& [id, s] : slots_) {
+      if (s->state == SlotState::kReady && (ready == nullptr || s->ready_ms < ready->ready_ms)) ready = s.get();
+    }
+    if (ready == nullptr) return;
+    uint64_t cid = waiting_.front();
+    waiting_.pop_front();
+    auto it = clients_.find(cid);
+    if (it == clients_.end()) continue;
+    if (!ClaimFor(*ready, *it->second)) waiting_.push_front(cid);  // that sandbox died: try the next
+  }
+}
+
+bool Server::ClaimFor(Slot& s, Client& c) {
+  const Options& run = c.run;
+  contain::ChildSpec cmd;
+  cmd.argv = run.argv;
+  cmd.env = BuildEnv(run, c.term, &cmd.path);
+  cmd.workdir = !run.workdir.empty() ? run.workdir : (!s.writable_inside.empty() ? s.writable_inside[0] : "/tmp");
+  cmd.limits.file_size_bytes = run.file_size_bytes;
+  cmd.limits.open_files = run.open_files;
+  if (run.cpu_ms) cmd.limits.cpu_seconds = (run.cpu_ms + 999) / 1000 + 1;
+  std::vector<int> fds;
+  for (const auto& fd : c.stdio) fds.push_back(fd.get());
+  if (!s.sync.valid() || !Send(s.sync.get(), Claim(cmd), fds).ok()) {
+    Kill(s, Reason::kSetupError);
+    s.state = SlotState::kClaimed;  // its exit is reaped as a failure, not handed out again
+    s.client = 0;
+    return false;
+  }
+  c.stdio.clear();  // the sandbox holds them now
+  s.state = SlotState::kClaimed;
+  s.claimed_ms = NowMs();
+  s.client = c.id;
+  s.run = run;
+  c.slot = s.id;
+  if (run.timeout_ms) {
+    s.timer = ArmTimer(run.timeout_ms, 0);
+    Watch(s.timer.get(), kTimeout, s.id);
+  }
+  if (run.cpu_ms && s.cg) {
+    s.cpu_timer = ArmTimer(50, 50);
+    Watch(s.cpu_timer.get(), kCpuTick, s.id);
+  }
+  ++served_;
+  return true;
+}
+
+// The result of a claimed sandbox: subproc.cc's Supervisor::Collect for the run's options.
+RunResult Server::Collect(Slot& s, int status, const struct rusage& ru) {
+  RunResult r = s.result;
+  const Options& o = s.run;
+  r.wall_ms = s.ended_ms - s.claimed_ms;
+  r.cpu_ms = static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+             static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+  r.peak_memory_bytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+  cgroup::Usage usage;
+  if (s.cg) {
+    usage = s.cg->ReadUsage();
+    if (usage.cpu_ns) r.cpu_ms = usage.cpu_ns / 1000000;
+    if (usage.peak_memory_bytes) r.peak_memory_bytes = usage.peak_memory_bytes;
+  }
+  if (!s.setup_error.empty()) {
+    r.exit_code = 125;
+    r.reason = Reason::kSetupError;
+    r.error = s.setup_error;
+    return r;
+  }
+  if (s.killed_for && *s.killed_for != Reason::kSignaled) {
+    r.reason = *s.killed_for;
+    r.signal = SIGKILL;
+    r.exit_code = r.reason == Reason::kTimeout ? 124 : 128 + SIGKILL;
+    return r;
+  }
+  if (s.host_signal != 0 && !s.wait_status) {
+    r.reason = Reason::kSignaled;
+    r.signal = s.host_signal;
+    r.exit_code = 128 + s.host_signal;
+    r.error = std::string("warden received ") + sigabbrev_np(s.host_signal) + ": the sandbox was killed";
+    return r;
+  }
+  const bool at_memory_limit = o.memory_bytes != 0 && usage.peak_memory_bytes >= o.memory_bytes;
+  const bool memory_kill = s.cg && (usage.oom_killed || at_memory_limit);
+  if (!s.wait_status) {
+    r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
+    r.exit_code = 128 + r.signal;
+    r.reason = memory_kill && r.signal == SIGKILL ? Reason::kMemory : Reason::kSignaled;
+    return r;
+  }
+  int ws = *s.wait_status;
+  if (s.exec_errno) {
+    r.exit_code = *s.exec_errno == ENOENT ? 127 : 126;
+    r.reason = Reason::kExited;
+    r.error = (*s.exec_errno == ENOENT ? "command not found: " : "command not executable: ") + o.argv[0] + " (" +
+              strerror(*s.exec_errno) + ")";
+    return r;
+  }
+  if (WIFSIGNALED(ws)) {
+    r.signal = WTERMSIG(ws);
+    r.exit_code = 128 + r.signal;
+    r.reason = Reason::kSignaled;
+    if (memory_kill && r.signal == SIGKILL) r.reason = Reason::kMemory;
+    else if (o.cpu_ms && (r.signal == SIGXCPU || r.signal == SIGKILL) && r.cpu_ms + 1000 >= o.cpu_ms) r.reason = Reason::kCpu;
+  } else {
+    r.exit_code = WEXITSTATUS(ws);
+    r.reason = Reason::kExited;
+    if (s.cg && usage.oom_killed && r.exit_code != 0) r.reason = Reason::kMemory;
+    else if (s.cg && usage.pids_limit_hit && r.exit_code != 0) r.reason = Reason::kPids;
+  }
+  return r;
+}
+
+// The sandbox's init is gone: reap it, answer its client (if claimed), destroy it.
+void Server::OnExit(Slot& s) {
+  s.exited = true;
+  s.ended_ms = NowMs();
+  Unwatch(s.pidfd.get());
+  // Messages and notifications sent just before the end are still queued.
+  while (s.sync.valid()) {
+    struct pollfd p = {s.sync.get(), POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN)) break;
+    OnSync(s);
+  }
+  while (s.notify.valid()) {
+    struct pollfd p = {s.notify.get(), POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN)) break;
+    OnNotify(s);
+  }
+  int status = 0;
+  struct rusage ru = {};
+  wait4(s.pid, &status, __WALL, &ru);
+  s.pid = -1;
+  if (s.state == SlotState::kClaimed && s.client != 0) {
+    RunResult r = Collect(s, status, ru);
+    auto it = clients_.find(s.client);
+    if (it != clients_.end()) {
+      Send(it->second->conn.get(), {{"result", nlohmann::json::parse(ToJson(r))}});
+      DropClient(s.client);
+    }
+  } else if (s.state == SlotState::kClaimed && s.claimed_ms == 0) {
+    ++failed_;  // died as it was being handed out; its client was given another
+  } else if (s.state != SlotState::kClaimed) {
+    // Died while waiting: a crash (or a kill from outside), or a sandbox that could not be built.
+    ++failed_;
+    std::string why = !s.setup_error.empty() ? s.setup_error
+                      : WIFSIGNALED(status) ? std::string("killed by ") + sigabbrev_np(WTERMSIG(status))
+                                            : "exited with status " + std::to_string(WEXITSTATUS(status));
+    last_error_ = why;
+    if (s.state == SlotState::kStarting) {
+      ++consecutive_failures_;
+      next_launch_ms_ = NowMs() + RefillDelayMs();
+    }
+    std::fprintf(stderr, "warden pool: a %s sandbox was lost (%s); replacing it\n",
+                 s.state == SlotState::kReady ? "waiting" : "starting", why.c_str());
+  }
+  Drop(s.id);
+}
+
+void Server::Drop(uint64_t slot_id) {
+  auto it = slots_.find(slot_id);
+  if (it == slots_.end()) return;
+  Slot& s = *it->second;
+  for (int fd : {s.pidfd.get(), s.sync.get(), s.notify.get(), s.timer.get(), s.cpu_timer.get()}) Unwatch(fd);
+  if (s.pid > 0) {
+    KillPid(s.pidfd.get());
+    waitpid(s.pid, nullptr, __WALL);
+  }
+  slots_.erase(it);  // the Cgroup's destructor removes its directories
+}
+
+void Server::DropClient(uint64_t client_id) {
+  auto it = clients_.find(client_id);
+  if (it == clients_.end()) return;
+  Unwatch(it->second->conn.get());
+  clients_.erase(it);
+}
+
+nlohmann::json Server::StatusJson() const {
+  nlohmann::json j = {{"socket", config_.socket_path},
+                      {"size", config_.size},
+                      {"ready", Count(SlotState::kReady)},
+                      {"starting", Count(SlotState::kStarting)},
+                      {"in_use", Count(SlotState::kClaimed)},
+                      {"waiting", waiting_.size()},
+                      {"started", started_},
+                      {"failed", failed_},
+                      {"refills", refills_},
+                      {"expired", expired_},
+                      {"served", served_},
+                      {"refused", refused_},
+                      {"idle_timeout_ms", config_.idle_timeout_ms},
+                      {"pid", getpid()}};
+  if (!last_error_.empty()) j["last_error"] = last_error_;
+  auto& list = j["sandboxes"] = nlohmann::json::array();
+  const uint64_t now = NowMs();
+  for (const auto& [id, s] : slots_) {
+    const char* state = s->state == SlotState::kReady ? "ready" : s->state == SlotState::kStarting ? "starting" : "in_use";
+    list.push_back({{"pid", s->pid}, {"state", state}, {"age_ms", now - s->created_ms}});
+  }
+  return j;
+}
+
+void Server::OnAccept() {
+  for (;;) {
+    int fd = accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    auto c = std::make_unique<Client>();
+    c->id = next_id_++;
+    c->conn.reset(fd);
+    Watch(fd, kConn, c->id);
+    clients_[c->id] = std::move(c);
+  }
+}
+
+void Server::OnClient(Client& c) {
+  auto m = Receive(c.conn.get());
+  if (!m) {
+    // The client went away: end its sandbox (nobody is left to read the output) or its wait.
+    if (c.slot != 0) {
+      auto it = slots_.find(c.slot);
+      if (it != slots_.end()) {
+        it->second->client = 0;
+        Kill(*it->second, Reason::kSignaled);
+      }
+    }
+    waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), c.id), waiting_.end());
+    DropClient(c.id);
+    return;
+  }
+  const nlohmann::json& body = m->body;
+  if (body.value("op", "") == "status") {
+    Send(c.conn.get(), StatusJson());
+    DropClient(c.id);
+    return;
+  }
+  if (body.contains("kill")) {
+    const std::string what = body.value("kill", "");
+    int sig = body.value("signal", 0);
+    if (c.slot != 0) {
+      auto it = slots_.find(c.slot);
+      if (it == slots_.end()) return;
+      if (what == "output_limit") Kill(*it->second, Reason::kOutputLimit);
+      else {
+        if (it->second->host_signal == 0) it->second->host_signal = sig > 0 && sig < 65 ? sig : SIGTERM;
+        Kill(*it->second, Reason::kSignaled);
+      }
+    } else {
+      // Still waiting for a sandbox: nothing ran.
+      waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), c.id), waiting_.end());
+      RunResult r;
+      r.signal = sig > 0 && sig < 65 ? sig : SIGTERM;
+      r.exit_code = 128 + r.signal;
+      r.reason = Reason::kSignaled;
+      r.error = std::string("warden received ") + sigabbrev_np(r.signal) + " while waiting for a pooled sandbox";
+      Send(c.conn.get(), {{"result", nlohmann::json::parse(ToJson(r))}});
+      DropClient(c.id);
+    }
+    return;
+  }
+  if (body.value("op", "") != "run" || c.slot != 0 || !c.stdio.empty()) {
+    Send(c.conn.get(), {{"refused", "pool: unexpected message"}});
+    DropClient(c.id);
+    return;
+  }
+  auto requested = OptionsFromRequest(body);
+  Result<Options> effective = requested.ok() ? Effective(profile_, *requested, profile_cgroup_, degraded_) : requested.status();
+  if (effective.ok() && m->fds.size() != 3) effective = Status::Error("pool request without the three standard streams");
+  if (!effective.ok()) {
+    ++refused_;
+    Send(c.conn.get(), {{"refused", effective.status().message()}});
+    DropClient(c.id);
+    return;
+  }
+  c.run = std::move(*effective);
+  c.term = body.value("term", "");
+  c.stdio = std::move(m->fds);
+  Send(c.conn.get(), {{"accepted", true}, {"output_limit_bytes", c.run.output_limit_bytes}});
+  waiting_.push_back(c.id);
+  Dispatch();
+}
+
+void Server::OnTick() {
+  uint64_t ticks;
+  (void)!read(tick_.get(), &ticks, sizeof(ticks));
+  if (config_.idle_timeout_ms == 0) return;
+  const uint64_t now = NowMs();
+  std::vector<uint64_t> old;
+  for (const auto& [id, s] : slots_) {
+    if (s->state == SlotState::kReady && now - s->ready_ms >= config_.idle_timeout_ms) old.push_back(id);
+  }
+  for (uint64_t id : old) {
+    ++expired_;
+    Drop(id);
+  }
+}
+
+uint64_t Server::RefillDelayMs() const {
+  if (consecutive_failures_ == 0) return 0;
+  return std::min<uint64_t>(5000, 50ull << std::min<uint32_t>(consecutive_failures_, 7));
+}
+
+int Server::Serve() {
+  profile_ = config_.profile;
+  profile_.argv = {"/bin/true"};
+  profile_.binds = NormalizeBinds(profile_.binds);
+  auto fail = [](const std::string& why) {
+    std::fprintf(stderr, "warden pool: %s\n", why.c_str());
+    return 125;
+  };
+  if (config_.size == 0) return fail("--size must be at least 1");
+  if (profile_.backend != "native") return fail("--backend " + profile_.backend + ": pools hold native sandboxes only");
+  if (profile_.net != NetMode::kNone || !profile_.allow.empty()) {
+    return fail("--net proxy/--allow: pooled sandboxes have no network (run those without --pool)");
+  }
+  if (Status st = Validate(profile_); !st.ok()) return fail(st.message());
+  profile_cgroup_ = profile_.memory_bytes || profile_.pids || profile_.cpu_ms;
+  if (profile_cgroup_) {
+    cgroup::SweepStale();
+    if (!cgroup::Available().ok() && profile_.degrade.allow_no_cgroups) {
+      profile_cgroup_ = false;
+      degraded_.push_back("cgroups");
+    }
+  }
+  if (landlock::AbiVersion() <= 0 && profile_.degrade.allow_no_landlock) degraded_.push_back("landlock");
+
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, sig);
+  sigset_t old_mask;
+  sigprocmask(SIG_BLOCK, &sigs, &old_mask);
+  signal(SIGPIPE, SIG_IGN);
+  if (Status st = Listen(); !st.ok()) return fail(st.message());
+  epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
+  sigfd_.reset(signalfd(-1, &sigs, SFD_CLOEXEC));
+  Watch(listen_.get(), kListen, 0);
+  Watch(sigfd_.get(), kSignal, 0);
+  const uint64_t tick = config_.idle_timeout_ms ? std::clamp<uint64_t>(config_.idle_timeout_ms / 4, 10, 1000) : 1000;
+  tick_ = ArmTimer(tick, tick);
+  Watch(tick_.get(), kTick, 0);
+  std::fprintf(stderr, "warden pool: serving %s with %u sandboxes\n", config_.socket_path.c_str(), config_.size);
+
+  int rc = 0;
+  while (!stop_) {
+    // Refill only when nothing else is waiting to be handled: a claimed sandbox's events come first.
+    const size_t live = Count(SlotState::kStarting) + Count(SlotState::kReady);
+    const bool refill = live < config_.size;
+    int timeout = -1;
+    if (refill) {
+      uint64_t now = NowMs();
+      timeout = next_launch_ms_ > now ? static_cast<int>(next_launch_ms_ - now) : 0;
+    }
+    struct epoll_event events[32];
+    int n = epoll_wait(epoll_.get(), events, 32, timeout);
+    if (n < 0 && errno != EINTR) break;
+    if (n <= 0 && refill && NowMs() >= next_launch_ms_) {
+      if (started_ >= config_.size) ++refills_;
+      if (Status st = Launch(); !st.ok()) {
+        ++failed_;
+        ++consecutive_failures_;
+        last_error_ = st.message();
+        next_launch_ms_ = NowMs() + RefillDelayMs();
+        std::fprintf(stderr, "warden pool: could not build a sandbox: %s\n", st.message().c_str());
+      }
+      // A pool whose sandboxes cannot be built at all is a configuration error: say so and stop.
+      if (!ever_ready_ && consecutive_failures_ >= 3) {
+        rc = fail("no sandbox could be built: " + last_error_);
+        break;
+      }
+      continue;
+    }
+    for (int i = 0; i < n; ++i) {
+      const uint64_t tag = events[i].data.u64;
+      const Kind kind = static_cast<Kind>(tag >> 56);
+      const uint64_t id = tag & ((1ull << 56) - 1);
+      if (kind == kListen) { OnAccept(); continue; }
+      if (kind == kSignal) { stop_ = true; continue; }
+      if (kind == kTick) { OnTick(); continue; }
+      if (kind == kConn) {
+        auto it = clients_.find(id);
+        if (it != clients_.end()) OnClient(*it->second);
+        continue;
+      }
+      auto it = slots_.find(id);
+      if (it == slots_.end()) continue;
+      Slot& s = *it->second;
+      switch (kind) {
+        case kPidfd: OnExit(s); break;
+        case kSync: if (s.sync.valid()) OnSync(s); break;
+        case kNotify: if (s.notify.valid()) OnNotify(s); break;
+        case kTimeout: {
+          uint64_t t;
+          (void)!read(s.timer.get(), &t, sizeof(t));
+          Kill(s, Reason::kTimeout);
+          break;
+        }
+        case kCpuTick: {
+          uint64_t t;
+          (void)!read(s.cpu_timer.get(), &t, sizeof(t));
+          if (s.cg && s.cg->ReadUsage().cpu_ns / 1000000 >= s.run.cpu_ms) Kill(s, Reason::kCpu);
+          break;
+        }
+        default: break;
+      }
+    }
+  }
+  // Shutting down: every sandbox dies with us (their init also has PR_SET_PDEATHSIG).
+  std::vector<uint64_t> ids;
+  for (const auto& [id, s] : slots_) ids.push_back(id);
+  for (uint64_t id : ids) Drop(id);
+  clients_.clear();
+  unlink(config_.socket_path.c_str());
+  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  return rc;
+}
+
+bool SameBinds(std::vector<Bind> a, std::vector<Bind> b) {
+  auto key = [](const Bind& x) { return std::make_tuple(x.inside, x.host, x.writable); };
+  auto less = [&](const Bind& x, const Bind& y) { return key(x) < key(y); };
+  std::sort(a.begin(), a.end(), less);
+  std::sort(b.begin(), b.end(), less);
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (key(a[i]) != key(b[i])) return false;
+  }
+  return true;
+}
+
+std::string Size(uint64_t bytes) { return bytes ? std::to_string(bytes) + " bytes" : "none"; }
+
+}  // namespace
+
+std::vector<Bind> NormalizeBinds(const std::vector<Bind>& binds) {
+  std::vector<Bind> out;
+  for (Bind b : binds) {
+    char buf[PATH_MAX];
+    if (realpath(b.host.c_str(), buf) != nullptr) b.host = buf;
+    if (b.inside.empty()) b.inside = b.host;
+    out.push_back(b);
+  }
+  return out;
+}
+
+Result<Options> Effective(const Options& pool, const Options& run, bool pool_has_cgroup,
+                          const std::vector<std::string>& pool_degraded) {
+  auto refuse = [](const std::string& option, const std::string& why) {
+    return Status::Error(option + ": " + why + " (options a pool's sandboxes are built with cannot change per command; "
+                                              "run without --pool, or use a pool started with them)");
+  };
+  if (!run.backend.empty() && run.backend != "native") return refuse("--backend " + run.backend, "pools hold native sandboxes only");
+  if (run.net != NetMode::kNone || !run.allow.empty() || !run.resolve.empty()) {
+    return refuse("--net proxy/--allow/--resolve", "pooled sandboxes have no network");
+  }
+  if (run.memory_bytes && run.memory_bytes != pool.memory_bytes) {
+    return refuse("--memory " + std::to_string(run.memory_bytes), "this pool's memory limit is " + Size(pool.memory_bytes));
+  }
+  if (run.pids && run.pids != pool.pids) {
+    return refuse("--pids " + std::to_string(run.pids), "this pool's pids limit is " + (pool.pids ? std::to_string(pool.pids) : "none"));
+  }
+  if (run.tmpfs_bytes != kDefaultTmpfs && run.tmpfs_bytes != pool.tmpfs_bytes) {
+    return refuse("--tmpfs-size " + std::to_string(run.tmpfs_bytes), "this pool's /tmp is " + Size(pool.tmpfs_bytes));
+  }
+  if (!run.binds.empty() && !SameBinds(NormalizeBinds(run.binds), NormalizeBinds(pool.binds))) {
+    std::string which;
+    for (const Bind& b : run.binds) which += std::string(which.empty() ? "" : " ") + (b.writable ? "--rw " : "--ro ") + b.host + (b.inside.empty() ? "" : ":" + b.inside);
+    return refuse(which, "this pool's sandboxes have other binds");
+  }
+  if (run.protect != DefaultProtectedPaths() && run.protect != pool.protect) {
+    return refuse("--protect/--no-protect", "this pool protects other paths");
+  }
+  if (run.hostname != "sandbox" && run.hostname != pool.hostname) return refuse("hostname " + run.hostname, "this pool's hostname is " + pool.hostname);
+  for (const auto& missing : pool_degraded) {
+    bool accepted = (missing == "landlock" && run.degrade.allow_no_landlock) || (missing == "cgroups" && run.degrade.allow_no_cgroups);
+    if (!accepted) return refuse("--accept-missing " + missing, "this pool's sandboxes run without " + missing + " and the command did not accept that");
+  }
+  Options e = pool;
+  e.argv = run.argv;
+  if (!run.workdir.empty()) e.workdir = run.workdir;
+  for (const auto& [k, v] : run.env) e.env[k] = v;
+  if (run.timeout_ms) e.timeout_ms = run.timeout_ms;
+  if (run.output_limit_bytes != kDefaultOutputLimit) e.output_limit_bytes = run.output_limit_bytes;
+  if (run.file_size_bytes) e.file_size_bytes = run.file_size_bytes;
+  if (run.open_files != kDefaultOpenFiles) e.open_files = run.open_files;
+  if (run.cpu_ms) {
+    if (!pool_has_cgroup) return refuse("--cpu", "this pool's sandboxes have no cgroup to account CPU in (start the pool with --cpu, --memory or --pids)");
+    e.cpu_ms = run.cpu_ms;
+  }
+  e.degrade = run.degrade;
+  WARDEN_RETURN_IF_ERROR(Validate(e));
+  return e;
+}
+
+int Serve(const PoolConfig& config) {
+  Server server(config);
+  return server.Serve();
+}
+
+}  // namespace warden::sandbox::pool

@@ -1,0 +1,255 @@
+// The client's half of a pooled run: connect, send the request with the command's stdio, stream
+// the output (cut at the output limit) and wait for the result record. It does for a pooled
+// sandbox what subproc.cc's Supervisor does with the streams of a cold one.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <optional>
+
+#include "common/unique_fd.h"
+#include "sandbox/pool.h"
+#include "sandbox/pool_protocol.h"
+
+namespace warden::sandbox::pool {
+namespace {
+
+uint64_t NowMs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+}
+
+RunResult SetupError(const std::string& message) {
+  RunResult r;
+  r.exit_code = 125;
+  r.reason = Reason::kSetupError;
+  r.error = message;
+  return r;
+}
+
+Result<UniqueFd> Connect(const std::string& path) {
+  struct sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof(addr.sun_path)) return Status::Error("pool socket " + path + ": not a usable socket path");
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Status::FromErrno("socket", errno);
+  if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return Status::FromErrno("pool socket " + path + ": connect (is `warden pool start --socket " + path + "` running?)", errno);
+  }
+  return fd;
+}
+
+// Same policy as a cold run (subproc.cc PlanStdin): a pipe or a read-only file is handed over; a
+// file open for writing is reopened read-only; a terminal or socket is relayed through a pipe.
+struct StdinPlan {
+  UniqueFd child_end, relay_in, relay_out;
+};
+
+Result<StdinPlan> PlanStdin(int fd) {
+  StdinPlan plan;
+  struct stat st;
+  int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+  if (fd < 0 || fstat(fd, &st) != 0 || flags < 0) {
+    plan.child_end.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    return plan;
+  }
+  bool read_only = (flags & O_ACCMODE) == O_RDONLY;
+  if ((S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode)) && read_only) {
+    plan.child_end.reset(fcntl(fd, F_DUPFD_CLOEXEC, 3));
+    return plan;
+  }
+  if (S_ISREG(st.st_mode) || (S_ISCHR(st.st_mode) && !isatty(fd))) {
+    off_t offset = lseek(fd, 0, SEEK_CUR);
+    std::string self = "/proc/self/fd/" + std::to_string(fd);
+    plan.child_end.reset(open(self.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!plan.child_end.valid()) return Status::FromErrno("reopen stdin read-only", errno);
+    if (offset > 0) lseek(plan.child_end.get(), offset, SEEK_SET);
+    return plan;
+  }
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return Status::FromErrno("pipe for stdin", errno);
+  plan.child_end.reset(p[0]);
+  plan.relay_out.reset(p[1]);
+  plan.relay_in.reset(fcntl(fd, F_DUPFD_CLOEXEC, 3));
+  return plan;
+}
+
+void WriteAll(int fd, const char* data, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(fd, data, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        struct pollfd p = {fd, POLLOUT, 0};
+        poll(&p, 1, 1000);
+        continue;
+      }
+      return;
+    }
+    data += n;
+    len -= static_cast<size_t>(n);
+  }
+}
+
+struct Stream {
+  UniqueFd fd;
+  int out = -1;
+  uint64_t delivered = 0;
+  bool truncated = false;
+};
+
+// Reads what is there; returns false at EOF. Sets *limit_hit when the cut is reached.
+bool Pump(Stream& s, uint64_t limit, bool* limit_hit) {
+  char buf[65536];
+  ssize_t n = read(s.fd.get(), buf, sizeof(buf));
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (n <= 0) return false;
+  size_t len = static_cast<size_t>(n);
+  if (limit && s.delivered + len > limit) {
+    len = static_cast<size_t>(limit - s.delivered);
+    s.truncated = true;
+    *limit_hit = true;
+  }
+  if (len > 0) WriteAll(s.out, buf, len);
+  s.delivered += len;
+  return true;
+}
+
+void Relay(StdinPlan& in) {
+  char buf[65536];
+  ssize_t n = read(in.relay_in.get(), buf, sizeof(buf));
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  size_t left = n > 0 ? static_cast<size_t>(n) : 0;
+  const char* p = buf;
+  while (left > 0) {
+    ssize_t w = write(in.relay_out.get(), p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    p += w;
+    left -= static_cast<size_t>(w);
+  }
+  if (n > 0 && left == 0) return;
+  in.relay_in.reset();
+  in.relay_out.reset();
+}
+
+}  // namespace
+
+RunResult RunPooled(const std::string& socket_path, const Options& options, const Io& io, bool forward_signals) {
+  if (options.argv.empty()) return SetupError("no command given: usage: warden run --pool PATH [OPTIONS] -- COMMAND [ARG...]");
+  Options request = options;
+  request.binds = NormalizeBinds(options.binds);
+  auto conn = Connect(socket_path);
+  if (!conn) return SetupError(conn.status().message());
+  auto in = PlanStdin(io.stdin_fd);
+  if (!in) return SetupError(in.status().message());
+  int po[2], pe[2];
+  if (pipe2(po, O_CLOEXEC) != 0) return SetupError(Status::FromErrno("pipe for output", errno).message());
+  Stream out, err;
+  out.fd.reset(po[0]);
+  UniqueFd child_out(po[1]);
+  if (pipe2(pe, O_CLOEXEC) != 0) return SetupError(Status::FromErrno("pipe for output", errno).message());
+  err.fd.reset(pe[0]);
+  UniqueFd child_err(pe[1]);
+  out.out = io.stdout_fd;
+  err.out = io.stderr_fd;
+
+  sigset_t sigs, old_mask;
+  sigemptyset(&sigs);
+  UniqueFd sigfd;
+  if (forward_signals) {
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
+    sigprocmask(SIG_BLOCK, &sigs, &old_mask);
+    sigfd.reset(signalfd(-1, &sigs, SFD_CLOEXEC));
+  }
+  auto restore = [&] {
+    if (forward_signals) sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  };
+
+  Status sent = Send(conn->get(), RunRequest(request), {in->child_end.get(), child_out.get(), child_err.get()});
+  in->child_end.reset();
+  child_out.reset();
+  child_err.reset();
+  if (!sent.ok()) {
+    restore();
+    return SetupError(sent.Wrap("--pool " + socket_path).message());
+  }
+  auto reply = Receive(conn->get());
+  if (!reply) {
+    restore();
+    return SetupError(reply.status().Wrap("--pool " + socket_path).message());
+  }
+  if (reply->body.contains("refused")) {
+    restore();
+    return SetupError(reply->body.value("refused", "refused by the pool"));
+  }
+  const uint64_t limit = reply->body.value("output_limit_bytes", options.output_limit_bytes);
+
+  std::optional<nlohmann::json> record;
+  bool out_open = true, err_open = true, conn_open = true, limit_sent = false;
+  uint64_t drain_deadline = 0;
+  while (out_open || err_open || !record) {
+    struct pollfd p[5] = {{out_open ? out.fd.get() : -1, POLLIN, 0},
+                          {err_open ? err.fd.get() : -1, POLLIN, 0},
+                          {conn_open ? conn->get() : -1, POLLIN, 0},
+                          {in->relay_in.valid() ? in->relay_in.get() : -1, POLLIN, 0},
+                          {sigfd.valid() ? sigfd.get() : -1, POLLIN, 0}};
+    int timeout = -1;
+    if (record || !conn_open) {
+      if (drain_deadline == 0) drain_deadline = NowMs() + 2000;
+      uint64_t now = NowMs();
+      if (now >= drain_deadline) break;
+      timeout = static_cast<int>(drain_deadline - now);
+    }
+    if (poll(p, 5, timeout) < 0 && errno != EINTR) break;
+    bool limit_hit = false;
+    if (p[0].revents) out_open = Pump(out, limit, &limit_hit);
+    if (p[1].revents) err_open = Pump(err, limit, &limit_hit);
+    if (limit_hit && !limit_sent && !record) {
+      limit_sent = true;
+      Send(conn->get(), {{"kill", "output_limit"}});
+    }
+    if (p[2].revents) {
+      auto m = Receive(conn->get());
+      if (!m) conn_open = false;
+      else if (m->body.contains("result")) record = m->body["result"];
+      if (record) conn_open = false;
+    }
+    if (p[3].revents) Relay(*in);
+    if (p[4].revents) {
+      struct signalfd_siginfo si;
+      if (read(sigfd.get(), &si, sizeof(si)) == sizeof(si) && conn_open) {
+        Send(conn->get(), {{"kill", "signal"}, {"signal", static_cast<int>(si.ssi_signo)}});
+      }
+    }
+  }
+  restore();
+  if (!record) return SetupError("--pool " + socket_path + ": the pool closed the connection before the result (was it stopped?)");
+  auto r = ResultFromJson(*record);
+  if (!r) return SetupError(r.status().Wrap("--pool " + socket_path).message());
+  r->stdout_truncated = out.truncated;
+  r->stderr_truncated = err.truncated;
+  r->stdout_bytes = out.delivered;
+  r->stderr_bytes = err.delivered;
+  return *r;
+}
+
+Result<nlohmann::json> QueryStatus(const std::string& socket_path) {
+  auto conn = Connect(socket_path);
+  if (!conn) return conn.status();
+  WARDEN_RETURN_IF_ERROR(Send(conn->get(), {{"op", "status"}}));
+  auto m = Receive(conn->get());
+  if (!m) return m.status().Wrap("--socket " + socket_path);
+  return m->body;
+}
+
+}  // namespace warden::sandbox::pool
