@@ -428,9 +428,9 @@ class VmRun {
       if (diag_.valid()) add(diag_.get(), POLLIN, 103);
       if (!qemu_done) add(qemu_fd_.get(), POLLIN, 100);
       if (timer_.valid()) add(timer_.get(), POLLIN, 101);
-      if (host_[kStdin].valid()) {
+      if (host_[kStdin].valid() && stdin_open) {
         if (!stdin_pending.empty()) add(host_[kStdin].get(), POLLOUT, kStdin);
-        else if (stdin_open) add(io_.stdin_fd, POLLIN, 102);
+        else add(io_.stdin_fd, POLLIN, 102);
       }
       // Done when QEMU has exited and every stream it held has reached its end.
       bool streams_open = host_[kStdout].valid() || host_[kStderr].valid() || host_[kControl].valid();
@@ -463,7 +463,9 @@ class VmRun {
           if (r > 0) stdin_pending.assign(buf, r);
           else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
             stdin_open = false;
-            host_[kStdin].reset();  // the guest reads end of file
+            // Half-close: QEMU still reads what is buffered, then sees end of file and tells the
+            // guest. A full close would hang up at once and drop data QEMU has not read yet.
+            shutdown(host_[kStdin].get(), SHUT_WR);
           }
         } else if (role == kStdin) {
           ssize_t w = send(host_[kStdin].get(), stdin_pending.data(), stdin_pending.size(), MSG_NOSIGNAL);
