@@ -241,6 +241,9 @@ class Runner {
   void Kill(Reason why);
   RunResult Collect();
   std::string RunscError() const;
+  // Unique per run: runsc names its control socket (an abstract one, shared by every runsc on the
+  // host) after the container.
+  std::string ContainerId() const { return "warden-" + dir_.substr(dir_.rfind('/') + 1); }
 
   const Options& opt_;
   const Io& io_;
@@ -347,7 +350,7 @@ Status Runner::Launch() {
   // Everything the child needs is built before the clone: it only makes system calls.
   const std::vector<std::string> args = {
       runsc_, "--root", dir_ + "/state", "--platform", platform_, "--network", "none", "--ignore-cgroups",
-      "--log", dir_ + "/runsc.log", "--log-format", "text", "run", "--bundle", dir_ + "/bundle", "warden"};
+      "--log", dir_ + "/runsc.log", "run", "--bundle", dir_ + "/bundle", ContainerId()};
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -537,12 +540,26 @@ void Runner::Loop() {
   }
 }
 
-// runsc's own complaint when it could not start the container: its last FATAL/error log line.
+// runsc's own complaint when it could not start the container: the last error in its log. runsc
+// writes errors as JSON objects ({"msg":...,"level":"error"}) whatever --log-format says, and
+// FATAL ERROR lines in text.
 std::string Runner::RunscError() const {
   std::ifstream log(dir_ + "/runsc.log");
   std::string line, last;
   while (std::getline(log, line)) {
-    if (auto pos = line.find("FATAL ERROR: "); pos != std::string::npos) last = line.substr(pos + 13);
+    if (auto pos = line.find("FATAL ERROR: "); pos != std::string::npos) {
+      last = line.substr(pos + 13);
+      continue;
+    }
+    for (size_t start = line.find('{'); start != std::string::npos; start = line.find('{', start + 1)) {
+      size_t end = line.find('}', start);
+      if (end == std::string::npos) break;
+      auto record = nlohmann::json::parse(line.substr(start, end - start + 1), nullptr, false);
+      if (record.is_object() && record.value("level", "") == "error" && record.contains("msg") && record["msg"].is_string()) {
+        last = record["msg"].get<std::string>();
+      }
+      start = end;
+    }
   }
   return last;
 }
