@@ -19,3 +19,6 @@ WARDEN_BENCH_DIR=/var/tmp "$BUILD/bench/audit_bench"
 echo
 echo "== gateway: a tools/call through warden serve against direct, supergateway and mcp-proxy =="
 WARDEN_BENCH_DIR=/var/tmp "$BUILD/bench/gateway_bench"
+echo
+echo "== microvm: /bin/true boot to exit through warden run --backend microvm (TCG where KVM does not work) =="
+bench/microvm_bench.sh "$BUILD" 10
