@@ -491,7 +491,7 @@ void Server::OnExit(Slot& s) {
     // Died while waiting: a crash (or a kill from outside), or a sandbox that could not be built.
     ++failed_;
     std::string why = !s.setup_error.empty() ? s.setup_error
-                      : WIFSIGNALED(status) ? std::string("killed by ") + sigabbrev_np(WTERMSIG(status))
+                      : WIFSIGNALED(status) ? std::string("killed by SIG") + sigabbrev_np(WTERMSIG(status))
                                             : "exited with status " + std::to_string(WEXITSTATUS(status));
     last_error_ = why;
     if (s.state == SlotState::kStarting) {
@@ -721,7 +721,12 @@ int Server::Serve() {
       const Kind kind = static_cast<Kind>(tag >> 56);
       const uint64_t id = tag & ((1ull << 56) - 1);
       if (kind == kListen) { OnAccept(); continue; }
-      if (kind == kSignal) { stop_ = true; continue; }
+      if (kind == kSignal) {
+        struct signalfd_siginfo si;
+        (void)!read(sigfd_.get(), &si, sizeof(si));  // consumed, so that it is not delivered when the mask is restored
+        stop_ = true;
+        continue;
+      }
       if (kind == kTick) { OnTick(); continue; }
       if (kind == kConn) {
         auto it = clients_.find(id);

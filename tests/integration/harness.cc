@@ -37,6 +37,11 @@ Outcome RunWarden(const Invocation& inv) {
   std::vector<std::string> args = {WARDEN_BIN};
   for (size_t i = 0; i < inv.args.size(); ++i) {
     args.push_back(inv.args[i]);
+    // Pooled variants of the end-to-end tests (escape_pooled_test.cc) send every run to a pool.
+    if (i == 0 && inv.args[0] == "run" && getenv("WARDEN_TEST_POOL") != nullptr) {
+      args.push_back("--pool");
+      args.push_back(getenv("WARDEN_TEST_POOL"));
+    }
     if (i == 0 && inv.json) {
       char tmpl[] = "/tmp/warden-test-json-XXXXXX";
       int fd = mkstemp(tmpl);
