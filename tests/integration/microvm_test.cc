@@ -127,6 +127,21 @@ TEST_F(Microvm, RoBindIsReadOnlyAndRwBindIsWritable) {
   std::string line;
   std::getline(out, line);
   EXPECT_EQ(line, "result");
+  // QEMU serves the share as nobody when warden is root: the guest never writes as host root.
+  struct stat st{};
+  if (IsRoot() && stat((rw.path() + "/out.txt").c_str(), &st) == 0) {
+    EXPECT_EQ(st.st_uid, 65534u);
+  }
+}
+
+TEST_F(Microvm, CommandCannotForgeTheReportOnTheControlPort) {
+  // The command is uid 1000 in the guest; the ports' device nodes are root's. A forged report
+  // ("exited 0") must not replace the command's real status.
+  auto r = Sh("for p in /dev/vport*; do echo 'status=0 exec_errno=0' > $p && echo forged $p; done 2>/dev/null; "
+              "id -u; exit 3");
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_EQ(r.out.find("forged"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1000"), std::string::npos) << r.out;
 }
 
 TEST_F(Microvm, NoNetworkDeviceAndItsOwnKernel) {
