@@ -7,6 +7,7 @@
 
 #include <mutex>
 
+#include "gateway/admin_api.h"
 #include "gateway/http_server.h"
 #include "gateway/identity.h"
 #include "gateway/session.h"
@@ -33,7 +34,10 @@ bool IsLoopback(const std::string& host) {
 class ServeHost : public gateway::SessionHost {
  public:
   ServeHost(Gateway& gateway, gateway::IdentityOptions identity)
-      : gateway_(gateway), identity_(std::move(identity)) {}
+      : gateway_(gateway),
+        identity_(std::move(identity)),
+        admin_(gateway.core(), gateway::AdminApiOptions{.local_operator =
+                                                            identity_.local_single_user}) {}
 
   Status Prepare() {
     auto policy = gateway_.policy().Current();
@@ -73,6 +77,14 @@ class ServeHost : public gateway::SessionHost {
     });
   }
 
+  void Admin(const gateway::Caller& caller, gateway::AdminRequest request,
+             std::function<void(gateway::AdminReply)> done) override {
+    // The store write and the audit append block: on the worker pool.
+    gateway_.core().Post([this, caller, request = std::move(request), done = std::move(done)] {
+      done(admin_.Handle(caller, request));
+    });
+  }
+
   std::shared_ptr<gateway::McpSession> CreateSession(const gateway::Caller& caller) override {
     auto session = std::make_shared<gateway::McpSession>(
         gateway_.core(), caller, gateway::SessionOptions{.transport = "http"});
@@ -83,6 +95,7 @@ class ServeHost : public gateway::SessionHost {
  private:
   Gateway& gateway_;
   gateway::IdentityOptions identity_;
+  gateway::AdminApi admin_;
   std::mutex mu_;
   std::shared_ptr<const policy::Policy> auth_policy_;
   std::shared_ptr<gateway::Authenticator> auth_;

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <utility>
 
+#include "gateway/http_replay.h"
 #include "gateway/http_rules.h"
 #include "mcp/protocol_version.h"
 
@@ -70,7 +71,10 @@ struct PostToken {
 }  // namespace
 
 HttpConnection::HttpConnection(net::ip::tcp::socket socket, std::shared_ptr<ServerShared> shared)
-    : stream_(std::move(socket)), shared_(std::move(shared)), keepalive_(stream_.get_executor()) {
+    : stream_(std::move(socket)),
+      shared_(std::move(shared)),
+      keepalive_(stream_.get_executor()),
+      sse_timer_(stream_.get_executor()) {
   beast::error_code ec;
   auto endpoint = stream_.socket().remote_endpoint(ec);
   if (!ec) peer_ = endpoint.address().to_string();
@@ -86,6 +90,9 @@ void HttpConnection::ForceClose() { Close(); }
 
 void HttpConnection::ReadHeader() {
   if (closed_ || shared_->stopping) return Close();
+  api_ = false;
+  cors_.clear();
+  body_limit_ = shared_->options.max_body_bytes;
   parser_.emplace();
   parser_->header_limit(kMaxHeaderBytes);
   // The size limit is applied by ServePost once the other headers are checked, so a body that is
@@ -119,7 +126,7 @@ void HttpConnection::OnHeader(beast::error_code ec) {
 }
 
 void HttpConnection::ReadBody() {
-  parser_->body_limit(shared_->options.max_body_bytes);
+  parser_->body_limit(body_limit_);
   stream_.expires_after(2 * shared_->options.header_timeout);
   bhttp::async_read(
       stream_, buffer_, *parser_,
@@ -129,8 +136,7 @@ void HttpConnection::ReadBody() {
 void HttpConnection::OnBody(beast::error_code ec) {
   if (ec == bhttp::error::body_limit) {
     return Refuse(Status::payload_too_large, mcp::kInvalidRequest,
-                  "request body over the limit of " +
-                      std::to_string(shared_->options.max_body_bytes) + " bytes",
+                  "request body over the limit of " + std::to_string(body_limit_) + " bytes",
                   false);
   }
   if (ec) {
@@ -142,6 +148,7 @@ void HttpConnection::OnBody(beast::error_code ec) {
     return Close();
   }
   stream_.expires_never();
+  if (api_) return ServeApiBody();
   ServePostBody();
 }
 
@@ -171,24 +178,34 @@ void HttpConnection::Route() {
     }
     return SendJson(Status::ok, R"({"status":"ok"})", keep);
   }
-  if (path != shared_->options.path) {
+  api_ = path == "/api" || path.starts_with("/api/");
+  if (!api_ && path != shared_->options.path) {
     return Refuse(Status::not_found, mcp::kInvalidRequest,
                   "no such endpoint; MCP is served at " + shared_->options.path, keep);
   }
   // DNS-rebinding defence: a browser page from another origin must not reach a local server.
+  // The same rule for the admin API, and for CORS preflights.
+  const bool has_origin = req.find(bhttp::field::origin) != req.end();
   std::string origin = Header("Origin");
-  if (req.find(bhttp::field::origin) != req.end() &&
-      (origin.empty() ||
-       !OriginAllowed(origin, shared_->options.allowed_origins, shared_->loopback))) {
+  if (has_origin && (origin.empty() || !OriginAllowed(origin, shared_->options.allowed_origins,
+                                                       shared_->loopback))) {
     return Refuse(Status::forbidden, mcp::kInvalidRequest, "origin '" + origin + "' is not allowed",
                   keep);
   }
+  // Responses differ by Origin; an allowed one may read them, and the session id header.
+  cors_.emplace_back("Vary", "Origin");
+  if (has_origin) {
+    cors_.emplace_back("Access-Control-Allow-Origin", origin);
+    cors_.emplace_back("Access-Control-Expose-Headers", "Mcp-Session-Id");
+  }
   const bhttp::verb method = req.method();
-  if (method != bhttp::verb::post && method != bhttp::verb::get && method != bhttp::verb::delete_) {
-    return Refuse(
-        Status::method_not_allowed, mcp::kInvalidRequest,
-        "method " + std::string(req.method_string()) + " is not allowed; use POST, GET or DELETE",
-        keep, {{"Allow", "GET, POST, DELETE"}});
+  if (method == bhttp::verb::options) return ServePreflight(has_origin);
+  if (!api_ && method != bhttp::verb::post && method != bhttp::verb::get &&
+      method != bhttp::verb::delete_) {
+    return Refuse(Status::method_not_allowed, mcp::kInvalidRequest,
+                  "method " + std::string(req.method_string()) +
+                      " is not allowed; use POST, GET or DELETE",
+                  keep, {{"Allow", "GET, POST, DELETE, OPTIONS"}});
   }
   Result<Caller> caller = shared_->host.Authenticate(Header("Authorization"), peer_);
   if (!caller.ok()) {
@@ -197,6 +214,7 @@ void HttpConnection::Route() {
     return SendJson(Status::unauthorized, body.dump(), keep, {{"WWW-Authenticate", "Bearer"}});
   }
   caller_ = std::move(caller).value();
+  if (api_) return ServeApi();
   if (method == bhttp::verb::post) return ServePost();
   if (method == bhttp::verb::get) return ServeGet();
   return ServeDelete();
@@ -212,6 +230,68 @@ bool HttpConnection::CheckProtocolVersionHeader() {
              "' (supported: " + SupportedVersionsText() + ")",
          KeepAliveAfterRefusal());
   return false;
+}
+
+// ---- OPTIONS: CORS preflight ----
+
+void HttpConnection::ServePreflight(bool has_origin) {
+  // A browser asks before a cross-origin request with custom headers; it sends no credentials,
+  // so the answer does not depend on who asks. The origin was checked in Route: a disallowed one
+  // got 403 there.
+  Headers headers = {{"Allow", "GET, POST, DELETE, OPTIONS"}};
+  if (has_origin) {
+    headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    headers.emplace_back("Access-Control-Allow-Headers",
+                         "Content-Type, Authorization, Mcp-Session-Id, MCP-Protocol-Version, "
+                         "Last-Event-ID, Accept, X-Warden-Scope");
+    headers.emplace_back("Access-Control-Max-Age", "600");
+  }
+  SendEmpty(Status::no_content, KeepAliveAfterRefusal(), headers);
+}
+
+// ---- The admin API (/api/...) ----
+
+void HttpConnection::ServeApi() {
+  const bool keep = KeepAliveAfterRefusal();
+  if (!parser_->is_done()) {
+    // A body: JSON, small.
+    std::string content_type = Header("Content-Type");
+    if (!IsJsonContentType(content_type)) {
+      return Refuse(Status::unsupported_media_type, mcp::kInvalidRequest,
+                    "Content-Type must be application/json, got '" + content_type + "'", keep);
+    }
+    auto length = parser_->content_length();
+    if (length && *length > kMaxAdminBodyBytes) {
+      return Refuse(Status::payload_too_large, mcp::kInvalidRequest,
+                    "request body is " + std::to_string(*length) + " bytes, over the limit of " +
+                        std::to_string(kMaxAdminBodyBytes),
+                    false);
+    }
+    body_limit_ = kMaxAdminBodyBytes;
+    return ReadBody();
+  }
+  ServeApiBody();
+}
+
+void HttpConnection::ServeApiBody() {
+  const auto& req = parser_->get();
+  std::string_view target = req.target();
+  AdminRequest request{.method = std::string(req.method_string()),
+                       .path = std::string(target.substr(0, target.find('?'))),
+                       .body = req.body(),
+                       .peer = peer_};
+  auto executor = stream_.get_executor();
+  // The host answers from any thread, once; the connection waits for it.
+  shared_->host.Admin(caller_, std::move(request),
+                      [self = shared_from_this(), executor](AdminReply reply) {
+                        self->shared_->gate.Post([&] {
+                          net::post(executor, [self, reply = std::move(reply)]() mutable {
+                            self->SendJson(static_cast<Status>(reply.status),
+                                           std::move(reply.body), self->request_keep_alive_,
+                                           reply.headers);
+                          });
+                        });
+                      });
 }
 
 // ---- POST ----
@@ -300,6 +380,9 @@ void HttpConnection::HandleMessages(std::shared_ptr<McpSession> session, mcp::Pa
   post->is_batch = parsed.is_batch;
   post->session_id = session->id();
   if (new_session) post->new_session_id = session->id();
+  // Resumability (priming events, retry) came with 2025-11-25; older clients may not expect an
+  // event with empty data.
+  post->resumable = !new_session && session->protocol_version() >= "2025-11-25";
 
   // One reply slot per request and per malformed entry, in input order.
   std::vector<std::size_t> slot_of(parsed.entries.size(), 0);
@@ -345,10 +428,17 @@ void HttpConnection::HandleMessages(std::shared_ptr<McpSession> session, mcp::Pa
     // Both callbacks may run on any thread, during Handle or long after; they only serialise
     // and post to this connection's strand, and only while the server runs.
     exchange.reply = [weak, executor, shared, post, token, slot = slot_of[i]](mcp::Message m) {
-      auto self = weak.lock();
-      if (!self) return;  // the client went away: the reply is dropped
       bool is_error = std::holds_alternative<mcp::ErrorResponse>(m);
       std::string text = mcp::Serialize(m);
+      auto self = weak.lock();
+      if (!self) {
+        // The client went away. A reply on an SSE stream is recorded, so a client that
+        // resumes the stream gets it; a JSON reply had no stream and is dropped.
+        if (std::uint64_t stream = post->shared_stream.load()) {
+          shared->sessions.Record(post->session_id, stream, std::move(text), true, 0);
+        }
+        return;
+      }
       shared->gate.Post([&] {
         net::post(executor, [self, post, slot, is_error, text = std::move(text)]() mutable {
           self->OnReply(post, slot, std::move(text), is_error);
@@ -356,9 +446,14 @@ void HttpConnection::HandleMessages(std::shared_ptr<McpSession> session, mcp::Pa
       });
     };
     exchange.related = [weak, executor, shared, post, token](const mcp::Message& m) {
-      auto self = weak.lock();
-      if (!self) return;
       std::string text = mcp::Serialize(m);
+      auto self = weak.lock();
+      if (!self) {
+        if (std::uint64_t stream = post->shared_stream.load()) {
+          shared->sessions.Record(post->session_id, stream, std::move(text), false, 0);
+        }
+        return;
+      }
       shared->gate.Post([&] {
         net::post(executor, [self, post, text = std::move(text)]() mutable {
           self->OnRelated(post, std::move(text));
@@ -367,11 +462,25 @@ void HttpConnection::HandleMessages(std::shared_ptr<McpSession> session, mcp::Pa
     };
     session->Handle(std::move(message), std::move(exchange));
   }
-  if (post->remaining == 0) FinishJson(*post);  // a batch of malformed entries and notifications
+  if (post->remaining == 0) return FinishJson(*post);  // malformed entries and notifications
+  if (post->resumable && post_ == post && !post->streaming) {
+    // A reply that takes a while goes out on a primed, resumable SSE stream.
+    sse_timer_.expires_after(shared_->options.sse_after);
+    sse_timer_.async_wait([self = shared_from_this(), post](beast::error_code ec) {
+      if (ec || self->closed_ || post != self->post_ || post->streaming || post->finished) return;
+      self->SwitchToSse(*post);
+    });
+  }
 }
 
 void HttpConnection::OnReply(const std::shared_ptr<PostState>& post, std::size_t slot,
                              std::string text, bool is_error) {
+  if (post->stream != 0 && (closed_ || post->finished || post != post_)) {
+    // A streamed POST this connection no longer writes (the client went away): recorded for
+    // a client that resumes the stream.
+    shared_->sessions.Record(post->session_id, post->stream, std::move(text), true, 0);
+    return;
+  }
   if (closed_ || post->finished || post != post_ || slot >= post->slots.size() ||
       post->answered[slot]) {
     return;
@@ -380,7 +489,7 @@ void HttpConnection::OnReply(const std::shared_ptr<PostState>& post, std::size_t
   --post->remaining;
   if (is_error && !post->new_session_id.empty()) post->initialize_failed = true;
   if (post->streaming) {
-    Queue(StreamBytes(SseEvent(EventId(*post), text)), After::kNothing);
+    EmitPostEvent(*post, std::move(text), true);
     if (post->remaining == 0) FinishPost(*post);
     return;
   }
@@ -389,23 +498,48 @@ void HttpConnection::OnReply(const std::shared_ptr<PostState>& post, std::size_t
 }
 
 void HttpConnection::OnRelated(const std::shared_ptr<PostState>& post, std::string text) {
+  if (post->stream != 0 && (closed_ || post != post_)) {
+    shared_->sessions.Record(post->session_id, post->stream, std::move(text), false, 0);
+    return;
+  }
   // After the last reply the stream is over; a late progress message has nowhere to go.
   if (closed_ || post->finished || post != post_) return;
   if (!post->streaming) SwitchToSse(*post);
-  Queue(StreamBytes(SseEvent(EventId(*post), text)), After::kNothing);
+  EmitPostEvent(*post, std::move(text), false);
 }
 
 void HttpConnection::SwitchToSse(PostState& post) {
+  sse_timer_.cancel();
   post.streaming = true;
-  post.stream_id = std::to_string(shared_->next_stream++);
+  post.stream = shared_->next_stream++;
+  post.shared_stream = post.stream;
+  // Replies still to be recorded on the stream: those to come and those already here.
+  std::size_t pending = post.remaining;
+  for (const auto& slot : post.slots) pending += slot ? 1 : 0;
+  shared_->sessions.BeginReplay(post.session_id, post.stream, true, pending, post.stream);
   Headers headers;
   if (!post.new_session_id.empty()) headers.emplace_back("Mcp-Session-Id", post.new_session_id);
   StartSse(headers);
+  if (post.resumable) {
+    Queue(StreamBytes(SsePrimingEvent(EventId(post.stream, 0), shared_->options.sse_retry.count())),
+          After::kNothing);
+  }
   // Replies that came before the switch go out first, in the order they came in.
   for (auto& slot : post.slots) {
-    if (slot) Queue(StreamBytes(SseEvent(EventId(post), *slot)), After::kNothing);
+    if (slot) EmitPostEvent(post, std::move(*slot), true);
     slot.reset();
   }
+}
+
+void HttpConnection::EmitPostEvent(PostState& post, std::string text, bool reply) {
+  auto recorded = shared_->sessions.Record(post.session_id, post.stream, text, reply, post.stream);
+  if (!recorded) {
+    // The session is gone (DELETE): nothing to resume, the event still goes out.
+    Queue(StreamBytes(SseEvent("", text)), After::kNothing);
+  } else if (recorded->mine) {
+    Queue(StreamBytes(SseEvent(recorded->event_id, text)), After::kNothing);
+  }
+  // Otherwise a resumed stream took over: the registry handed the event to its reader.
 }
 
 void HttpConnection::FinishJson(PostState& post) {
@@ -431,6 +565,7 @@ void HttpConnection::FinishJson(PostState& post) {
 
 void HttpConnection::FinishPost(PostState& post) {
   post.finished = true;
+  sse_timer_.cancel();
   if (post.initialize_failed) {
     // A session whose initialize failed is of no use to anyone: the client starts again.
     if (auto session = shared_->sessions.RemoveAny(post.new_session_id)) {
@@ -439,10 +574,6 @@ void HttpConnection::FinishPost(PostState& post) {
   }
   if (post.streaming) EndSse();
   post_.reset();
-}
-
-std::string HttpConnection::EventId(PostState& post) {
-  return post.stream_id + "-" + std::to_string(post.next_event++);
 }
 
 // ---- GET: the session's stream ----
@@ -458,11 +589,14 @@ void HttpConnection::ServeGet() {
     return Refuse(Status::bad_request, mcp::kInvalidRequest, "Mcp-Session-Id header required",
                   keep);
   }
-  if (!shared_->sessions.Find(session_id, caller_)) {
+  std::shared_ptr<McpSession> session = shared_->sessions.Find(session_id, caller_);
+  if (!session) {
     return Refuse(Status::not_found, mcp::kInvalidRequest,
                   "unknown session; start a new one with initialize", keep);
   }
   if (!CheckProtocolVersionHeader()) return;
+  std::string last_event_id = Header("Last-Event-ID");
+  if (!last_event_id.empty()) return ResumeStream(session, last_event_id);
 
   const std::uint64_t token = shared_->next_stream++;
   std::weak_ptr<HttpConnection> weak = weak_from_this();
@@ -489,17 +623,116 @@ void HttpConnection::ServeGet() {
   }
   stream_session_ = session_id;
   stream_token_ = token;
-  stream_id_ = std::to_string(token);
-  stream_next_event_ = 1;
+  stream_number_ = token;
+  shared_->sessions.BeginReplay(session_id, token, false, 0, token);
   StartSse({});
+  if (session->protocol_version() >= "2025-11-25") {
+    Queue(StreamBytes(SsePrimingEvent(EventId(token, 0), shared_->options.sse_retry.count())),
+          After::kNothing);
+  }
   Watch();
   ArmKeepAlive();
 }
 
 void HttpConnection::OnStreamMessage(std::uint64_t token, std::string text) {
   if (closed_ || token != stream_token_) return;
-  std::string id = stream_id_ + "-" + std::to_string(stream_next_event_++);
-  Queue(StreamBytes(SseEvent(id, text)), After::kNothing);
+  auto recorded = shared_->sessions.Record(stream_session_, stream_number_, text, false, token);
+  Queue(StreamBytes(SseEvent(recorded ? recorded->event_id : "", text)), After::kNothing);
+}
+
+void HttpConnection::ResumeStream(const std::shared_ptr<McpSession>& session,
+                                  const std::string& last_event_id) {
+  const bool keep = KeepAliveAfterRefusal();
+  auto parsed = ParseEventId(last_event_id);
+  if (!parsed) {
+    return Refuse(Status::bad_request, mcp::kInvalidRequest,
+                  "Last-Event-ID '" + last_event_id +
+                      "' is not an event id this server sent (they look like 12-3)",
+                  keep);
+  }
+  const auto [stream, seq] = *parsed;
+  const std::string session_id = session->id();
+  const std::uint64_t token = shared_->next_stream++;
+  std::weak_ptr<HttpConnection> weak = weak_from_this();
+  auto executor = stream_.get_executor();
+  std::shared_ptr<ServerShared> shared = shared_;
+
+  SessionRegistry::StreamReader reader{.token = token, .deliver = nullptr, .end = nullptr};
+  reader.deliver = [weak, executor, shared, token](std::string id, std::string data) {
+    auto self = weak.lock();
+    if (!self) return;
+    shared->gate.Post([&] {
+      net::post(executor, [self, token, id = std::move(id), data = std::move(data)]() mutable {
+        self->OnResumedEvent(token, std::move(id), std::move(data));
+      });
+    });
+  };
+  reader.end = [weak, executor, shared, token] {
+    auto self = weak.lock();
+    if (!self) return;
+    shared->gate.Post([&] { net::post(executor, [self, token] { self->EndResumed(token); }); });
+  };
+  MessageSink sink = [weak, executor, shared, token](const mcp::Message& m) {
+    auto self = weak.lock();
+    if (!self) return;
+    std::string text = mcp::Serialize(m);
+    shared->gate.Post([&] {
+      net::post(executor, [self, token, text = std::move(text)]() mutable {
+        self->OnStreamMessage(token, std::move(text));
+      });
+    });
+  };
+  auto end_stream = [weak, executor, shared, token] {
+    auto self = weak.lock();
+    if (!self) return;
+    shared->gate.Post([&] { net::post(executor, [self, token] { self->EndStream(token); }); });
+  };
+  // The id first: one that cannot be honoured is a 400 whatever else is going on.
+  auto resumed = shared_->sessions.Resume(session_id, stream, seq, std::move(reader));
+  if (!resumed) {
+    return Refuse(Status::bad_request, mcp::kInvalidRequest, resumed.status().message(), keep);
+  }
+  // Resuming the GET stream makes this connection the session's stream again: the slot has to
+  // be free (409 otherwise, as for any second GET stream). A POST stream leaves it alone.
+  const bool get_stream = !resumed->post;
+  if (get_stream &&
+      !shared_->sessions.OpenStream(session_id, token, std::move(sink), std::move(end_stream))) {
+    return Refuse(Status::conflict, mcp::kInvalidRequest,
+                  "this session already has an open GET stream", keep);
+  }
+  if (get_stream) {
+    stream_session_ = session_id;
+    stream_token_ = token;
+    stream_number_ = stream;
+  } else {
+    resume_session_ = session_id;
+    resume_stream_ = stream;
+    resume_token_ = token;
+  }
+  StartSse({});
+  for (auto& [id, data] : resumed->events) {
+    Queue(StreamBytes(SseEvent(id, data)), After::kNothing);
+  }
+  if (!get_stream && resumed->complete) {
+    // Every reply was already in: the replay is the whole rest of the stream.
+    shared_->sessions.DetachReader(session_id, stream, token);
+    resume_token_ = 0;
+    return EndSse();
+  }
+  Watch();
+  ArmKeepAlive();
+}
+
+void HttpConnection::OnResumedEvent(std::uint64_t token, std::string event_id, std::string data) {
+  if (closed_ || token != resume_token_) return;
+  Queue(StreamBytes(SseEvent(event_id, data)), After::kNothing);
+}
+
+void HttpConnection::EndResumed(std::uint64_t token) {
+  if (closed_ || token != resume_token_) return;
+  resume_token_ = 0;
+  keepalive_.cancel();
+  EndSse();
 }
 
 void HttpConnection::EndStream(std::uint64_t token) {
@@ -512,8 +745,12 @@ void HttpConnection::EndStream(std::uint64_t token) {
 
 void HttpConnection::ArmKeepAlive() {
   keepalive_.expires_after(shared_->options.sse_keepalive);
-  keepalive_.async_wait([self = shared_from_this(), token = stream_token_](beast::error_code ec) {
-    if (ec || self->closed_ || token != self->stream_token_) return;
+  const std::uint64_t token = stream_token_ != 0 ? stream_token_ : resume_token_;
+  keepalive_.async_wait([self = shared_from_this(), token](beast::error_code ec) {
+    if (ec || self->closed_ ||
+        (token != self->stream_token_ && token != self->resume_token_)) {
+      return;
+    }
     self->Queue(self->StreamBytes(kSseKeepAlive), After::kNothing);
     self->ArmKeepAlive();
   });
@@ -548,7 +785,9 @@ void HttpConnection::ServeDelete() {
 void HttpConnection::Refuse(Status status, int code, const std::string& message, bool keep_alive,
                             const Headers& headers) {
   shared_->host.Refused(caller_, static_cast<int>(status), message, peer_);
-  SendJson(status, ErrorBody(code, message), keep_alive, headers);
+  // The admin API speaks plain JSON; the MCP endpoint a JSON-RPC error MCP clients can show.
+  SendJson(status, api_ ? nlohmann::json{{"error", message}}.dump() : ErrorBody(code, message),
+           keep_alive, headers);
 }
 
 void HttpConnection::SendJson(Status status, std::string body, bool keep_alive,
@@ -557,6 +796,7 @@ void HttpConnection::SendJson(Status status, std::string body, bool keep_alive,
   res.set(bhttp::field::server, "warden");
   res.set(bhttp::field::content_type, "application/json");
   res.set(bhttp::field::cache_control, "no-store");
+  for (const auto& [name, value] : cors_) res.set(name, value);
   for (const auto& [name, value] : headers) res.set(name, value);
   res.keep_alive(keep_alive);
   res.body() = std::move(body);
@@ -566,9 +806,11 @@ void HttpConnection::SendJson(Status status, std::string body, bool keep_alive,
   Queue(std::move(text).str(), keep_alive ? After::kNextRequest : After::kClose);
 }
 
-void HttpConnection::SendEmpty(Status status, bool keep_alive) {
+void HttpConnection::SendEmpty(Status status, bool keep_alive, const Headers& headers) {
   bhttp::response<bhttp::empty_body> res{status, request_version_};
   res.set(bhttp::field::server, "warden");
+  for (const auto& [name, value] : cors_) res.set(name, value);
+  for (const auto& [name, value] : headers) res.set(name, value);
   res.keep_alive(keep_alive);
   res.prepare_payload();
   std::ostringstream text;
@@ -582,6 +824,7 @@ void HttpConnection::StartSse(const Headers& headers) {
   res.set(bhttp::field::content_type, "text/event-stream");
   res.set(bhttp::field::cache_control, "no-cache");
   res.set("X-Accel-Buffering", "no");  // reverse proxies must not hold events back
+  for (const auto& [name, value] : cors_) res.set(name, value);
   for (const auto& [name, value] : headers) res.set(name, value);
   if (chunked_) {
     res.chunked(true);
@@ -669,8 +912,19 @@ void HttpConnection::OnWatch(beast::error_code ec, std::size_t n) {
 void HttpConnection::Close() {
   if (closed_) return;
   closed_ = true;
-  if (post_) post_->finished = true;
+  if (post_) {
+    if (post_->stream != 0) {
+      // Later events of the stream are recorded for a client that resumes it.
+      shared_->sessions.DetachReader(post_->session_id, post_->stream, post_->stream);
+    }
+    post_->finished = true;
+  }
   post_.reset();
+  if (resume_token_ != 0) {
+    shared_->sessions.DetachReader(resume_session_, resume_stream_, resume_token_);
+    resume_token_ = 0;
+  }
+  sse_timer_.cancel();
   if (stream_token_ != 0) {
     shared_->sessions.CloseStream(stream_session_, stream_token_);
     stream_token_ = 0;

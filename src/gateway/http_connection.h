@@ -18,6 +18,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -56,8 +57,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     std::vector<std::optional<std::string>> slots;  // one per reply, in input order
     std::vector<bool> answered;                     // per slot: its reply has come
     std::size_t remaining = 0;                      // replies still to come
-    std::string stream_id;                          // SSE event ids: STREAM-SEQ
-    std::uint64_t next_event = 1;
+    std::uint64_t stream = 0;  // the SSE stream's number once switched (http_replay.h)
+    // The same, for reply callbacks on other threads: a streamed reply that comes after the
+    // client went away is recorded for a resumption instead of being dropped.
+    std::atomic<std::uint64_t> shared_stream{0};
+    bool resumable = false;  // the session speaks 2025-11-25: prime streams, switch by time
     std::string session_id;          // the session the POST went to
     std::string new_session_id;      // set on a successful-so-far initialize
     bool initialize_failed = false;  // the initialize's reply was an error
@@ -76,6 +80,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void ServePostBody();
   void ServeGet();
   void ServeDelete();
+  void ServePreflight(bool has_origin);
+  void ServeApi();
+  void ServeApiBody();
   // Checks a present MCP-Protocol-Version header; on failure refuses and returns false.
   bool CheckProtocolVersionHeader();
   void HandleMessages(std::shared_ptr<McpSession> session, mcp::ParseResult parsed,
@@ -88,11 +95,17 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void SwitchToSse(PostState& post);
   void FinishJson(PostState& post);
   void FinishPost(PostState& post);
+  // Records an event of the POST's stream and writes it while this connection is its reader.
+  void EmitPostEvent(PostState& post, std::string text, bool reply);
 
   // The GET stream.
   void OnStreamMessage(std::uint64_t token, std::string text);
   void EndStream(std::uint64_t token);
   void ArmKeepAlive();
+  // GET with Last-Event-ID: the rest of an earlier stream.
+  void ResumeStream(const std::shared_ptr<McpSession>& session, const std::string& last_event_id);
+  void OnResumedEvent(std::uint64_t token, std::string event_id, std::string data);
+  void EndResumed(std::uint64_t token);
 
   // Responses.
   using Headers = std::vector<std::pair<std::string, std::string>>;
@@ -100,7 +113,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
               bool keep_alive, const Headers& headers = {});
   void SendJson(boost::beast::http::status status, std::string body, bool keep_alive,
                 const Headers& headers = {});
-  void SendEmpty(boost::beast::http::status status, bool keep_alive);
+  void SendEmpty(boost::beast::http::status status, bool keep_alive, const Headers& headers = {});
   // Queues the head of an SSE response; StreamBytes frames body bytes to match it.
   void StartSse(const Headers& headers);
   std::string StreamBytes(std::string_view data) const;
@@ -116,7 +129,6 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void Close();
 
   std::string Header(std::string_view name) const;
-  std::string EventId(PostState& post);
 
   boost::beast::tcp_stream stream_;
   std::shared_ptr<ServerShared> shared_;
@@ -127,6 +139,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   unsigned request_version_ = 11;
   bool request_keep_alive_ = true;
   Caller caller_;        // who sent the request being served
+  bool api_ = false;     // the request is for the admin API (/api/...)
+  std::size_t body_limit_ = 0;  // the largest body the request may have
+  // CORS headers every response to the request carries (Vary; Allow-Origin for an allowed
+  // Origin). Set by Route.
+  std::vector<std::pair<std::string, std::string>> cors_;
   bool chunked_ = true;  // SSE bodies are chunked (HTTP/1.1) or end with the connection (1.0)
 
   std::deque<Output> out_;
@@ -141,9 +158,13 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   std::string stream_session_;  // the GET stream's session, if one is open here
   std::uint64_t stream_token_ = 0;
-  std::string stream_id_;
-  std::uint64_t stream_next_event_ = 1;
+  std::uint64_t stream_number_ = 0;  // the GET stream's number for event ids (http_replay.h)
+  // A resumed POST stream this connection reads (GET with Last-Event-ID), if any.
+  std::string resume_session_;
+  std::uint64_t resume_stream_ = 0;
+  std::uint64_t resume_token_ = 0;
   boost::asio::steady_timer keepalive_;
+  boost::asio::steady_timer sse_timer_;  // switches a slow POST to SSE (resumable sessions)
 };
 
 }  // namespace warden::gateway::http

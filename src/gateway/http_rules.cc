@@ -86,7 +86,7 @@ bool SamePrincipal(const Caller& a, const Caller& b) {
 std::string SseEvent(std::string_view id, std::string_view data) {
   std::string out;
   out.reserve(data.size() + id.size() + 16);
-  out.append("id: ").append(id).append("\n");
+  if (!id.empty()) out.append("id: ").append(id).append("\n");
   while (true) {
     std::size_t nl = data.find_first_of("\r\n");
     out.append("data: ").append(data.substr(0, nl)).append("\n");

@@ -35,7 +35,7 @@ bool OriginAllowed(std::string_view origin, const std::vector<std::string>& allo
 bool SamePrincipal(const Caller& a, const Caller& b);
 
 // One SSE event carrying `data` (one line: serialised JSON-RPC never holds a newline) with event
-// id `id`: "id: ID\ndata: DATA\n\n". A newline in `data` is split over several data lines, as the
+// id `id`: "id: ID\ndata: DATA\n\n" (no id line when `id` is empty). A newline in `data` is split over several data lines, as the
 // SSE format requires, so a bad message can never inject a field of its own.
 std::string SseEvent(std::string_view id, std::string_view data);
 

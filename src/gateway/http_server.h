@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +27,20 @@
 #include "gateway/stages.h"
 
 namespace warden::gateway {
+
+// A request to the admin API (every path under /api/, docs/gateway.md "Admin API"), from a
+// caller the host authenticated, and its answer: a JSON body with an HTTP status.
+struct AdminRequest {
+  std::string method;  // "GET", "POST", "DELETE", ...
+  std::string path;    // "/api/kill" (no query)
+  std::string body;    // "" when none; otherwise already checked to be application/json
+  std::string peer;    // the client's IP address
+};
+struct AdminReply {
+  int status = 200;
+  std::string body;                                          // JSON
+  std::vector<std::pair<std::string, std::string>> headers;  // e.g. Allow on a 405
+};
 
 // What the HTTP server needs from the gateway (the Gateway class implements it; tests may too).
 // Both functions are called on I/O threads, so they must not block (no network round trips).
@@ -45,7 +60,18 @@ class SessionHost {
                        const std::string& peer) {
     (void)caller, (void)http_status, (void)what, (void)peer;
   }
+  // A request under /api/ from an authenticated caller (origin checked, body at most
+  // kMaxAdminBodyBytes). Called on an I/O thread, so it must not block: `done` runs once, on any
+  // thread, with the answer. The host audits what it decides. Default: 404 (no admin API).
+  virtual void Admin(const Caller& caller, AdminRequest request,
+                     std::function<void(AdminReply)> done) {
+    (void)caller, (void)request;
+    done(AdminReply{404, R"({"error":"this server has no admin API"})", {}});
+  }
 };
+
+// Admin API bodies are small JSON objects; larger ones get 413 without being read.
+inline constexpr std::size_t kMaxAdminBodyBytes = 64 << 10;
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";  // an IP address, or "localhost"
@@ -66,6 +92,17 @@ struct HttpServerOptions {
   // A client must send a whole request head within this time (slow-header defence); an idle
   // keep-alive connection is closed after it too.
   std::chrono::seconds header_timeout{30};
+  // Resumable streams (docs/gateway.md "Resumable streams"): each SSE stream keeps its latest
+  // `replay_events` events, at most `replay_bytes` bytes of them, for a client that reconnects
+  // with Last-Event-ID; a session keeps its latest 32 streams.
+  std::size_t replay_events = 256;
+  std::size_t replay_bytes = 1 << 20;
+  // On sessions of protocol 2025-11-25: a POST whose replies have not all come within this time
+  // is answered as an SSE stream that starts with a priming event (an id and empty data) and
+  // `sse_retry` as the client's reconnection delay, so a long call survives a dropped
+  // connection. Quicker replies stay plain JSON.
+  std::chrono::milliseconds sse_after{100};
+  std::chrono::milliseconds sse_retry{1000};
 };
 
 class HttpServer {

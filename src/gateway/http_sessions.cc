@@ -25,6 +25,11 @@ std::shared_ptr<McpSession> SessionRegistry::Find(const std::string& id, const C
 }
 
 void SessionRegistry::EndStreamLocked(Entry& entry) {
+  // Every resumed stream of the session ends with it too.
+  for (auto& [number, replay] : entry.replays) {
+    if (replay.reader.end) replay.reader.end();
+    replay.reader = StreamReader{};
+  }
   if (entry.stream_token == 0) return;
   entry.session->DetachStream();
   if (entry.end_stream) entry.end_stream();
@@ -120,6 +125,102 @@ std::vector<std::shared_ptr<McpSession>> SessionRegistry::TakeAll() {
   }
   sessions_.clear();
   return all;
+}
+
+void SessionRegistry::BeginReplay(const std::string& id, std::uint64_t stream, bool post,
+                                  std::size_t pending, std::uint64_t reader_token) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  auto& replays = it->second.replays;
+  // Bounded: the oldest complete stream goes first, else the oldest.
+  while (replays.size() >= kMaxReplayStreams) {
+    auto victim = std::find_if(replays.begin(), replays.end(),
+                               [](const auto& r) { return r.second.complete; });
+    if (victim == replays.end()) victim = replays.begin();
+    if (victim->second.reader.end) victim->second.reader.end();
+    replays.erase(victim);
+  }
+  auto [r, added] = replays.try_emplace(stream, replay_events_, replay_bytes_);
+  r->second.post = post;
+  r->second.pending = pending;
+  r->second.complete = post && pending == 0;
+  r->second.reader = StreamReader{.token = reader_token, .deliver = nullptr, .end = nullptr};
+}
+
+std::optional<SessionRegistry::Recorded> SessionRegistry::Record(const std::string& id,
+                                                                 std::uint64_t stream,
+                                                                 std::string data, bool reply,
+                                                                 std::uint64_t reader_token) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return std::nullopt;
+  auto r = it->second.replays.find(stream);
+  if (r == it->second.replays.end()) return std::nullopt;
+  Replay& replay = r->second;
+  Recorded out;
+  out.event_id = EventId(stream, replay.buffer.Append(data));
+  out.mine = replay.reader.token != 0 && replay.reader.token == reader_token;
+  if (replay.post && reply && replay.pending > 0 && --replay.pending == 0) replay.complete = true;
+  if (!out.mine && replay.reader.token != 0) {
+    if (replay.reader.deliver) replay.reader.deliver(out.event_id, std::move(data));
+    if (replay.complete && replay.reader.end) {
+      replay.reader.end();
+      replay.reader = StreamReader{};
+    }
+  }
+  return out;
+}
+
+void SessionRegistry::DetachReader(const std::string& id, std::uint64_t stream,
+                                   std::uint64_t reader_token) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  auto r = it->second.replays.find(stream);
+  if (r != it->second.replays.end() && r->second.reader.token == reader_token) {
+    r->second.reader = StreamReader{};
+  }
+}
+
+Result<SessionRegistry::Resumed> SessionRegistry::Resume(const std::string& id,
+                                                         std::uint64_t stream, std::uint64_t seq,
+                                                         StreamReader reader) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return Status::Error("unknown session");
+  auto r = it->second.replays.find(stream);
+  const std::string wanted = EventId(stream, seq);
+  if (r == it->second.replays.end()) {
+    return Status::Error("Last-Event-ID '" + wanted +
+                         "' names no stream of this session that can be resumed (never sent, or "
+                         "too old: each session keeps its latest " +
+                         std::to_string(kMaxReplayStreams) + " streams)");
+  }
+  Replay& replay = r->second;
+  auto events = replay.buffer.After(seq);
+  if (!events) {
+    return Status::Error("Last-Event-ID '" + wanted +
+                         "' cannot be resumed: " +
+                         (seq > replay.buffer.last()
+                              ? std::string("this stream never sent that event")
+                              : "the events after it are no longer kept (each stream keeps its "
+                                "latest " +
+                                    std::to_string(replay_events_) + " events, " +
+                                    std::to_string(replay_bytes_) + " bytes)"));
+  }
+  Resumed out;
+  out.post = replay.post;
+  out.complete = replay.complete;
+  for (auto& [n, data] : *events) out.events.emplace_back(EventId(stream, n), std::move(data));
+  if (!replay.complete) {
+    // The new reader takes over; a previous resumed reader gets no more (a GET stream's
+    // earlier connection has already lost the session's stream slot).
+    if (replay.reader.end) replay.reader.end();
+    replay.reader = std::move(reader);
+    if (!replay.post) replay.reader.deliver = nullptr, replay.reader.end = nullptr;
+  }
+  return out;
 }
 
 std::size_t SessionRegistry::size() const {

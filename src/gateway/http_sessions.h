@@ -9,9 +9,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+#include "gateway/http_replay.h"
 #include "gateway/http_server.h"
 #include "gateway/session.h"
 
@@ -20,6 +23,10 @@ namespace warden::gateway::http {
 // The open sessions, by id, with what the HTTP layer knows of each. Thread-safe.
 class SessionRegistry {
  public:
+  // Each SSE stream keeps up to `replay_events` events and `replay_bytes` bytes for resumption.
+  SessionRegistry(std::size_t replay_events = 256, std::size_t replay_bytes = 1 << 20)
+      : replay_events_(replay_events), replay_bytes_(replay_bytes) {}
+
   void Add(std::shared_ptr<McpSession> session);
 
   // The session `id` when it is open and belongs to `caller` (SamePrincipal), else nullptr: an
@@ -55,17 +62,65 @@ class SessionRegistry {
 
   std::size_t size() const;
 
+  // ---- Resumable SSE streams (http_replay.h) ----
+
+  // Who writes a stream's events to a client: a connection, named by `token`. Both functions
+  // may be called under the registry's lock: they must only post to the connection.
+  struct StreamReader {
+    std::uint64_t token = 0;
+    std::function<void(std::string event_id, std::string data)> deliver;
+    std::function<void()> end;  // the stream is complete: no more events
+  };
+  // Starts recording stream `stream` of session `id`: a POST stream that ends after `pending`
+  // replies, or the GET stream (post false; never complete). `reader_token` is the connection
+  // that opened it. The session keeps the latest kMaxReplayStreams streams.
+  void BeginReplay(const std::string& id, std::uint64_t stream, bool post, std::size_t pending,
+                   std::uint64_t reader_token);
+  struct Recorded {
+    std::string event_id;
+    bool mine = false;  // the caller (reader_token) is the stream's reader: it writes the event
+  };
+  // Records `data` as the next event of the stream (a `reply` counts down a POST stream's
+  // pending replies). When another reader is attached (a resumed stream), the event goes to it,
+  // and the stream's end too once the last reply is in. nullopt: no such session or stream.
+  std::optional<Recorded> Record(const std::string& id, std::uint64_t stream, std::string data,
+                                 bool reply, std::uint64_t reader_token);
+  // The reader's connection is gone: later events are only recorded.
+  void DetachReader(const std::string& id, std::uint64_t stream, std::uint64_t reader_token);
+  struct Resumed {
+    bool post = false;      // a POST stream (else the session's GET stream)
+    bool complete = false;  // a POST stream whose replies are all in: end after the replay
+    std::vector<std::pair<std::string, std::string>> events;  // {event id, data} to replay
+  };
+  // A client resumes stream `stream` of session `id` (already found for its caller) after event
+  // `seq`. For a POST stream `reader` becomes its reader (the previous one gets nothing more).
+  // Errors: the stream is not this session's, or the events after `seq` are no longer kept.
+  Result<Resumed> Resume(const std::string& id, std::uint64_t stream, std::uint64_t seq,
+                         StreamReader reader);
+
+  static constexpr std::size_t kMaxReplayStreams = 32;
+
  private:
+  struct Replay {
+    Replay(std::size_t events, std::size_t bytes) : buffer(events, bytes) {}
+    ReplayBuffer buffer;
+    bool post = false;
+    std::size_t pending = 0;
+    bool complete = false;
+    StreamReader reader;
+  };
   struct Entry {
     std::shared_ptr<McpSession> session;
     std::chrono::steady_clock::time_point last_request;
     int posts_in_flight = 0;
     std::uint64_t stream_token = 0;  // 0: no GET stream open
     std::function<void()> end_stream;
+    std::map<std::uint64_t, Replay> replays;  // by stream number: oldest first
   };
   // Ends the entry's stream (posts to its connection; never blocks). Requires mu_.
   static void EndStreamLocked(Entry& entry);
 
+  const std::size_t replay_events_, replay_bytes_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> sessions_;
 };
@@ -101,10 +156,10 @@ struct ServerShared {
   SessionHost& host;
   const HttpServerOptions options;
   bool loopback = false;  // bound to a loopback address (set by Start)
-  SessionRegistry sessions;
+  SessionRegistry sessions{options.replay_events, options.replay_bytes};
   Gate gate;
   std::atomic<bool> stopping{false};
-  std::atomic<std::uint64_t> next_stream{1};  // SSE event ids are "STREAM-SEQ"
+  std::atomic<std::uint64_t> next_stream{1};  // SSE event ids are "STREAM-SEQ" (http_replay.h)
   // Runs a blocking job (McpSession::Close) off the I/O threads; set by the server.
   std::function<void(std::function<void()>)> run_blocking;
 };

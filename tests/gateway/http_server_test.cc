@@ -36,9 +36,11 @@
 
 #include "gateway/default_policy.h"
 #include "gateway/gateway.h"
+#include "gateway/http_replay.h"
 #include "gateway/http_rules.h"
 #include "gateway/kill_switches.h"
 #include "gateway/session.h"
+#include "http_client.h"
 #include "testing.h"
 
 namespace warden::gateway {
@@ -154,165 +156,8 @@ class TestHost : public SessionHost {
 };
 
 // ---------------------------------------------------------------------------------------------
-// A raw HTTP/1.1 client.
-
-struct HttpReply {
-  int status = 0;                              // 0: no response (the error is in body)
-  std::map<std::string, std::string> headers;  // lower-case names
-  std::string body;
-
-  std::string Header(const std::string& name) const {
-    auto it = headers.find(name);
-    return it == headers.end() ? "" : it->second;
-  }
-  json Json() const { return json::parse(body, nullptr, false); }
-};
-
-struct Req {
-  std::string method = "POST";
-  std::string path = "/mcp";
-  std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;
-  bool content_length = true;
-
-  std::string Build() const {
-    std::string out = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n";
-    for (const auto& [name, value] : headers) out += name + ": " + value + "\r\n";
-    if (content_length && (method == "POST" || !body.empty())) {
-      out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
-    }
-    return out + "\r\n" + body;
-  }
-};
-
-HttpReply FromBeast(const bhttp::response<bhttp::string_body>& res) {
-  HttpReply reply;
-  reply.status = static_cast<int>(res.result_int());
-  for (const auto& field : res) {
-    std::string name(field.name_string());
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    reply.headers[name] = std::string(field.value());
-  }
-  reply.body = res.body();
-  return reply;
-}
-
-// Beast's SyncReadStream over a socket with SO_RCVTIMEO: a read that times out fails instead of
-// waiting forever (Asio's own blocking reads would poll again), so a test never hangs.
-struct TimedReader {
-  int fd;
-  template <typename Buffers>
-  std::size_t read_some(const Buffers& buffers, beast::error_code& ec) {
-    net::mutable_buffer b = *net::buffer_sequence_begin(buffers);
-    ssize_t n = ::recv(fd, b.data(), b.size(), 0);
-    if (n > 0) {
-      ec = {};
-      return static_cast<std::size_t>(n);
-    }
-    ec = n == 0 ? beast::error_code(net::error::eof)
-                : beast::error_code(errno, boost::system::system_category());
-    return 0;
-  }
-  template <typename Buffers>
-  std::size_t read_some(const Buffers& buffers) {
-    beast::error_code ec;
-    std::size_t n = read_some(buffers, ec);
-    if (ec) throw boost::system::system_error(ec);
-    return n;
-  }
-};
-
-// One TCP connection to the server.
-class Connection {
- public:
-  explicit Connection(uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0)
-        << strerror(errno);
-    SetTimeout(10s);
-  }
-  ~Connection() { Close(); }
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-
-  void Write(const std::string& bytes) {
-    std::size_t done = 0;
-    while (done < bytes.size()) {  // the server may refuse before reading it all: stop then
-      ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-      if (n <= 0) return;
-      done += static_cast<std::size_t>(n);
-    }
-  }
-  HttpReply Read() {
-    SetTimeout(10s);
-    bhttp::response_parser<bhttp::string_body> parser;
-    parser.body_limit(boost::none);
-    beast::error_code ec;
-    TimedReader reader{fd_};
-    bhttp::read(reader, buffer_, parser, ec);
-    if (ec) return HttpReply{0, {}, ec.message()};
-    return FromBeast(parser.get());
-  }
-  HttpReply Send(const Req& req) {
-    Write(req.Build());
-    return Read();
-  }
-  // Reads raw bytes until `needle` appears, the peer closes, or the timeout; returns them.
-  std::string ReadUntil(const std::string& needle, std::chrono::milliseconds timeout = 10s) {
-    std::string got;
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    SetTimeout(50ms);
-    char chunk[4096];
-    while (got.find(needle) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-      ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
-      if (n == 0) break;
-      if (n > 0) got.append(chunk, static_cast<std::size_t>(n));
-    }
-    return got;
-  }
-  void Close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  void SetTimeout(std::chrono::milliseconds t) {
-    timeval tv{static_cast<time_t>(t.count() / 1000),
-               static_cast<suseconds_t>(t.count() % 1000 * 1000)};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-  int fd_ = -1;
-  beast::flat_buffer buffer_;
-};
-
-// The JSON-RPC messages carried by an SSE body, in order.
-std::vector<json> SseMessages(const std::string& body) {
-  std::vector<json> out;
-  std::size_t pos = 0;
-  while ((pos = body.find("data: ", pos)) != std::string::npos) {
-    std::size_t end = body.find('\n', pos);
-    std::string data = body.substr(pos + 6, end == std::string::npos ? end : end - pos - 6);
-    json j = json::parse(data, nullptr, false);
-    if (!j.is_discarded()) out.push_back(std::move(j));
-    pos = end == std::string::npos ? body.size() : end;
-  }
-  return out;
-}
-
-json Rpc(int id, const std::string& method, json params = json::object()) {
-  return {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}};
-}
-
-json InitializeRequest(const std::string& version) {
-  return Rpc(1, "initialize",
-             {{"protocolVersion", version},
-              {"capabilities", json::object()},
-              {"clientInfo", {{"name", "http-test"}, {"version", "1"}}}});
-}
+// A raw HTTP/1.1 client: http_client.h.
+using namespace http_test;
 
 constexpr char kUpstreamPolicy[] = R"(version: 1
 upstreams:
@@ -626,6 +471,75 @@ TEST_F(HttpServerTest, AttackDnsRebindingOriginIsRefusedWith403) {
   }
 }
 
+TEST_F(HttpServerTest, CorsPreflightForAllowedOriginsOnly) {
+  HttpServerOptions options;
+  options.allowed_origins = {"https://app.example"};
+  StartServer(options);
+  auto preflight = [&](const std::string& path, const std::string& origin) {
+    Req req{.method = "OPTIONS", .path = path};
+    if (!origin.empty()) req.headers.emplace_back("Origin", origin);
+    req.headers.emplace_back("Access-Control-Request-Method", "POST");
+    req.headers.emplace_back("Access-Control-Request-Headers",
+                             "content-type, authorization, mcp-session-id");
+    return Send(req);
+  };
+  for (const std::string path : {"/mcp", "/api/kill"}) {
+    // An allowed origin: 204, that origin (never *), the methods and headers MCP needs. No
+    // credentials are asked for: a browser sends none on a preflight.
+    HttpReply ok = preflight(path, "https://app.example");
+    EXPECT_EQ(ok.status, 204) << path << ok.body;
+    EXPECT_EQ(ok.Header("access-control-allow-origin"), "https://app.example");
+    EXPECT_EQ(ok.Header("access-control-allow-methods"), "GET, POST, DELETE, OPTIONS");
+    std::string allowed = ok.Header("access-control-allow-headers");
+    for (const char* h : {"Content-Type", "Authorization", "Mcp-Session-Id",
+                          "MCP-Protocol-Version", "Last-Event-ID", "Accept"}) {
+      EXPECT_NE(allowed.find(h), std::string::npos) << h;
+    }
+    EXPECT_EQ(ok.Header("vary"), "Origin");
+    EXPECT_FALSE(ok.Header("access-control-max-age").empty());
+    EXPECT_TRUE(ok.body.empty());
+    // A loopback page is allowed too (the server is on 127.0.0.1).
+    EXPECT_EQ(preflight(path, "http://localhost:5173").status, 204);
+
+    // Another origin: 403, and nothing a browser would take as permission.
+    HttpReply evil = preflight(path, "https://evil.example");
+    EXPECT_EQ(evil.status, 403) << path;
+    EXPECT_EQ(evil.Header("access-control-allow-origin"), "");
+    EXPECT_EQ(preflight(path, "null").status, 403);
+
+    // No Origin: not a preflight, just OPTIONS: 204 with Allow and no CORS grant.
+    HttpReply plain = preflight(path, "");
+    EXPECT_EQ(plain.status, 204) << path;
+    EXPECT_EQ(plain.Header("allow"), "GET, POST, DELETE, OPTIONS");
+    EXPECT_EQ(plain.Header("access-control-allow-origin"), "");
+  }
+  EXPECT_EQ(server_->session_count(), 0u);
+}
+
+TEST_F(HttpServerTest, CorsHeadersOnRealResponsesToAllowedOrigins) {
+  HttpServerOptions options;
+  options.allowed_origins = {"https://app.example"};
+  StartServer(options);
+  Req init = Post(InitializeRequest("2025-06-18").dump());
+  init.headers.emplace_back("Origin", "https://app.example");
+  HttpReply ok = Send(init);
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.Header("access-control-allow-origin"), "https://app.example");
+  EXPECT_EQ(ok.Header("access-control-expose-headers"), "Mcp-Session-Id");
+  EXPECT_EQ(ok.Header("vary"), "Origin");
+  // Errors an allowed page should be able to read carry the grant too (401 here).
+  Req anonymous = Post(InitializeRequest("2025-06-18").dump(), "", "");
+  anonymous.headers.emplace_back("Origin", "https://app.example");
+  HttpReply refused = Send(anonymous);
+  EXPECT_EQ(refused.status, 401);
+  EXPECT_EQ(refused.Header("access-control-allow-origin"), "https://app.example");
+  // Without Origin (a non-browser client): no grant, but Vary for caches.
+  HttpReply plain = Send(Post(InitializeRequest("2025-06-18").dump()));
+  EXPECT_EQ(plain.status, 200);
+  EXPECT_EQ(plain.Header("access-control-allow-origin"), "");
+  EXPECT_EQ(plain.Header("vary"), "Origin");
+}
+
 TEST_F(HttpServerTest, OversizeBodyIs413WithoutBeingRead) {
   HttpServerOptions options;
   options.max_body_bytes = 1024;
@@ -861,7 +775,13 @@ TEST_F(HttpServerTest, HealthzUnknownPathsAndMethods) {
   EXPECT_EQ(Send(Req{.method = "GET", .path = "/other"}).status, 404);
   HttpReply put = Send(Req{.method = "PUT", .headers = {{"Authorization", "Bearer alice-key"}}});
   EXPECT_EQ(put.status, 405);
-  EXPECT_EQ(put.Header("allow"), "GET, POST, DELETE");
+  EXPECT_EQ(put.Header("allow"), "GET, POST, DELETE, OPTIONS");
+  // A host without an admin API answers /api/ with 404, after authentication.
+  EXPECT_EQ(Send(Req{.method = "GET", .path = "/api/kill"}).status, 401);
+  HttpReply api = Send(
+      Req{.method = "GET", .path = "/api/kill", .headers = {{"Authorization", "Bearer alice-key"}}});
+  EXPECT_EQ(api.status, 404);
+  EXPECT_TRUE(api.Json().contains("error")) << api.body;
 }
 
 TEST_F(HttpServerTest, MalformedHttpIs400AndTheConnectionCloses) {
@@ -939,6 +859,149 @@ TEST_F(HttpServerTest, StopClosesEverySession) {
   EXPECT_EQ(server_->session_count(), 0u);
 }
 
+// ---- Resumable streams (2025-11-25, SEP-1699) ----
+
+// The event ids and data of an SSE body, in order (the priming event has empty data).
+std::vector<std::pair<std::string, std::string>> SseEvents(const std::string& body) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::string id;
+  std::size_t pos = 0;
+  while (pos < body.size()) {
+    std::size_t end = body.find('\n', pos);
+    if (end == std::string::npos) break;
+    std::string line = body.substr(pos, end - pos);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.starts_with("id: ")) id = line.substr(4);
+    if (line.starts_with("data: ")) out.emplace_back(id, line.substr(6));
+    if (line.starts_with("data:") && line.size() == 5) out.emplace_back(id, "");
+    pos = end + 1;
+  }
+  return out;
+}
+
+Req ResumeGet(const std::string& sid, const std::string& last_event_id) {
+  Req get{.method = "GET",
+          .headers = {{"Accept", "text/event-stream"},
+                      {"Authorization", "Bearer alice-key"},
+                      {"Mcp-Session-Id", sid}}};
+  if (!last_event_id.empty()) get.headers.emplace_back("Last-Event-ID", last_event_id);
+  return get;
+}
+
+TEST_F(HttpServerTest, SlowReplyOn2025_11_25IsAPrimedStreamThatResumesAfterADrop) {
+  StartServer();
+  std::string sid = Initialize("2025-11-25");
+  // A call that takes a second: past sse_after, so the POST becomes a primed SSE stream.
+  Connection post(port());
+  post.Write(Post(Rpc(5, "tools/call",
+                      {{"name", "sandbox__exec"},
+                       {"arguments", {{"command", "sleep 1; echo resumed"}}}})
+                      .dump(),
+                  sid)
+                 .Build());
+  std::string head = post.ReadUntil("data: \n\n", 5s);
+  ASSERT_NE(head.find("200 OK"), std::string::npos) << head;
+  EXPECT_NE(head.find("text/event-stream"), std::string::npos) << head;
+  EXPECT_NE(head.find("retry: 1000\n"), std::string::npos) << head;
+  auto primed = SseEvents(head.substr(head.find("\r\n\r\n")));
+  ASSERT_EQ(primed.size(), 1u) << head;
+  EXPECT_TRUE(primed[0].second.empty()) << "the priming event has empty data";
+  const std::string priming_id = primed[0].first;
+  ASSERT_TRUE(priming_id.ends_with("-0")) << priming_id;
+  // The client drops the connection mid-call.
+  post.Close();
+
+  // It comes back with GET and Last-Event-ID: it gets the reply when it comes, then the end.
+  Connection resumed(port());
+  resumed.Write(ResumeGet(sid, priming_id).Build());
+  std::string body = resumed.ReadUntil("0\r\n\r\n", 10s);
+  ASSERT_NE(body.find("200 OK"), std::string::npos) << body;
+  auto events = SseEvents(body.substr(body.find("\r\n\r\n")));
+  ASSERT_EQ(events.size(), 1u) << body;
+  json reply = json::parse(events[0].second);
+  EXPECT_EQ(reply["id"], 5);
+  EXPECT_EQ(reply["result"]["structuredContent"]["stdout"], "resumed\n") << body;
+  const std::string stream = priming_id.substr(0, priming_id.size() - 2);
+  EXPECT_EQ(events[0].first, stream + "-1") << "ids go on along the same stream";
+  EXPECT_NE(body.find("0\r\n\r\n"), std::string::npos) << "the stream ends after the reply";
+
+  // Resuming again after the end replays what came after the id, and ends at once.
+  HttpReply again = Send(ResumeGet(sid, priming_id));
+  ASSERT_EQ(again.status, 200) << again.body;
+  ASSERT_EQ(SseMessages(again.body).size(), 1u) << again.body;
+  EXPECT_EQ(SseMessages(again.body)[0]["id"], 5);
+  HttpReply after_last = Send(ResumeGet(sid, stream + "-1"));
+  ASSERT_EQ(after_last.status, 200) << after_last.body;
+  EXPECT_TRUE(SseMessages(after_last.body).empty()) << after_last.body;
+
+  // Ids this session never sent: 400 with the reason, not a new stream.
+  const std::vector<std::string> bad_ids = {stream + "-7", "999999-0", "not-an-id", "5", "-1"};
+  for (const std::string& bad : bad_ids) {
+    HttpReply refused = Send(ResumeGet(sid, bad));
+    EXPECT_EQ(refused.status, 400) << bad << " " << refused.body;
+    EXPECT_NE(refused.body.find("Last-Event-ID"), std::string::npos) << refused.body;
+  }
+  // Another caller cannot resume alice's stream: the session is not theirs.
+  Req bob = ResumeGet(sid, priming_id);
+  bob.headers[1].second = "Bearer bob-key";
+  EXPECT_EQ(Send(bob).status, 404);
+}
+
+TEST_F(HttpServerTest, QuickRepliesStayJsonAndOlderVersionsAreNotPrimed) {
+  StartServer();
+  std::string sid = Initialize("2025-11-25");
+  HttpReply quick = Call(Rpc(2, "ping"), sid);
+  EXPECT_EQ(quick.Header("content-type"), "application/json");
+  std::string old = Initialize("2025-06-18");
+  HttpReply slow = Call(Rpc(3, "tools/call",
+                            {{"name", "sandbox__exec"},
+                             {"arguments", {{"command", "sleep 0.5; echo slow"}}}}),
+                        old);
+  EXPECT_EQ(slow.Header("content-type"), "application/json") << "no SSE switch before 2025-11-25";
+  EXPECT_EQ(slow.Json()["result"]["structuredContent"]["stdout"], "slow\n");
+}
+
+TEST_F(HttpServerTest, GetStreamResumesWithinItsBoundedReplayBuffer) {
+  HttpServerOptions options;
+  options.replay_events = 3;
+  StartServer(options, kUpstreamPolicy);
+  std::string sid = Initialize("2025-11-25");
+  FakeUpstream* fake = LatestFake();
+  ASSERT_NE(fake, nullptr);
+  Connection stream(port());
+  stream.Write(ResumeGet(sid, "").Build());
+  std::string got = stream.ReadUntil("data: \n\n");
+  ASSERT_NE(got.find("200 OK"), std::string::npos) << got;
+  for (int i = 1; i <= 5; ++i) {
+    fake->Emit(mcp::Notification{"notifications/message",
+                                 json{{"level", "info"}, {"data", "note " + std::to_string(i)}}});
+  }
+  got += stream.ReadUntil("note 5");
+  auto events = SseEvents(got.substr(got.find("\r\n\r\n")));
+  ASSERT_EQ(events.size(), 6u) << got;  // priming + 5
+  stream.Close();
+  // Give the server a moment to see the stream go, so the session's stream slot is free.
+  HttpReply resumed{};
+  std::string body;
+  for (int i = 0; i < 50; ++i) {
+    Connection c(port());
+    c.Write(ResumeGet(sid, events[2].first).Build());  // after "note 2"
+    body = c.ReadUntil("note 5", 2s);
+    if (body.find("200 OK") != std::string::npos) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_NE(body.find("200 OK"), std::string::npos) << body;
+  std::vector<json> replayed = SseMessages(body);
+  ASSERT_EQ(replayed.size(), 3u) << body;
+  EXPECT_EQ(replayed[0]["params"]["data"], "note 3");
+  EXPECT_EQ(replayed[2]["params"]["data"], "note 5");
+  // Only the latest 3 events are kept: resuming after "note 1" would leave a gap, so it is
+  // refused rather than served with one missing.
+  HttpReply gap = Send(ResumeGet(sid, events[1].first));
+  EXPECT_EQ(gap.status, 400) << gap.body;
+  EXPECT_NE(gap.body.find("no longer kept"), std::string::npos) << gap.body;
+}
+
 TEST(HttpServerStartTest, BadHostAndPortInUseAreErrors) {
   struct NoHost : SessionHost {
     Result<Caller> Authenticate(std::string_view, const std::string&) override {
@@ -994,6 +1057,54 @@ TEST(HttpRulesTest, AttackSseFieldInjectionThroughNewlines) {
   std::string event = http::SseEvent("7-1", "a\nevent: evil\r\ndata: x");
   EXPECT_EQ(event, "id: 7-1\ndata: a\ndata: event: evil\ndata: \ndata: data: x\n\n");
   EXPECT_EQ(http::HttpChunk("hello"), "5\r\nhello\r\n");
+}
+
+TEST(HttpReplayTest, BufferKeepsTheLatestEventsAndRefusesGaps) {
+  http::ReplayBuffer buffer(3, 1 << 20);
+  EXPECT_EQ(buffer.last(), 0u);
+  ASSERT_TRUE(buffer.After(0).has_value()) << "the priming event: nothing after it yet";
+  EXPECT_TRUE(buffer.After(0)->empty());
+  EXPECT_FALSE(buffer.After(1).has_value()) << "never sent";
+  for (int i = 1; i <= 5; ++i) EXPECT_EQ(buffer.Append("e" + std::to_string(i)), uint64_t(i));
+  EXPECT_EQ(buffer.size(), 3u);
+  auto after3 = buffer.After(3);
+  ASSERT_TRUE(after3.has_value());
+  ASSERT_EQ(after3->size(), 2u);
+  EXPECT_EQ((*after3)[0], (std::pair<uint64_t, std::string>{4, "e4"}));
+  EXPECT_EQ((*after3)[1], (std::pair<uint64_t, std::string>{5, "e5"}));
+  EXPECT_EQ(buffer.After(2)->size(), 3u) << "3, 4 and 5 are all still kept";
+  EXPECT_FALSE(buffer.After(1).has_value()) << "event 2 was dropped: a gap";
+  EXPECT_FALSE(buffer.After(0).has_value());
+  EXPECT_TRUE(buffer.After(5)->empty());
+  EXPECT_FALSE(buffer.After(6).has_value());
+}
+
+TEST(HttpReplayTest, BufferByteCapKeepsAtLeastTheNewestEvent) {
+  http::ReplayBuffer buffer(100, 10);
+  buffer.Append("12345");
+  buffer.Append("67890");
+  EXPECT_EQ(buffer.size(), 2u);
+  buffer.Append("abc");
+  EXPECT_EQ(buffer.size(), 2u);
+  EXPECT_LE(buffer.bytes(), 10u);
+  buffer.Append(std::string(50, 'x'));  // over the cap alone: still kept
+  EXPECT_EQ(buffer.size(), 1u);
+  ASSERT_TRUE(buffer.After(3).has_value());
+  EXPECT_EQ(buffer.After(3)->size(), 1u);
+}
+
+TEST(HttpReplayTest, EventIdsAndPrimingEvent) {
+  EXPECT_EQ(http::EventId(12, 3), "12-3");
+  auto parsed = http::ParseEventId("12-3");
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->first, 12u);
+  EXPECT_EQ(parsed->second, 3u);
+  for (const char* bad : {"", "12", "-3", "12-", "0-1", "a-1", "1-b", "1-2-3", "+1-2", "1- 2",
+                          "99999999999999999999-1"}) {
+    EXPECT_FALSE(http::ParseEventId(bad).has_value()) << bad;
+  }
+  EXPECT_EQ(http::SsePrimingEvent("7-0", 1000), "id: 7-0\nretry: 1000\ndata: \n\n");
+  EXPECT_EQ(http::SseEvent("", "x"), "data: x\n\n");
 }
 
 }  // namespace

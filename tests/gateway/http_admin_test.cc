@@ -1,0 +1,417 @@
+// The admin API (kill switches over HTTP, src/gateway/admin_api.h) on a real HttpServer, with
+// real McpSessions on a real GatewayCore, callers authenticated by the real Authenticator from API
+// keys in a two-tenant policy, sandbox__exec running for real, and the kill switches wired to
+// the sessions' in-flight calls as `warden serve` wires them (gateway_setup.cc).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "gateway/admin_api.h"
+#include "gateway/http_server.h"
+#include "gateway/identity.h"
+#include "gateway/session.h"
+#include "http_client.h"
+#include "testing.h"
+
+namespace warden::gateway {
+namespace {
+
+using namespace http_test;
+using testing::PolicyFromText;
+using testing::TempDir;
+
+constexpr char kAcceptBoth[] = "application/json, text/event-stream";
+
+// Keys: ann (approver of acme, through her agent ops), carl (not an approver, agent coder),
+// gina (approver of globex, agent gops). Both tenants have an agent called "shared".
+std::string TwoTenantPolicy() {
+  auto key = [](const char* k) { return "[\"" + HashApiKey(k) + "\"]"; };
+  return std::string(R"(version: 1
+identity:
+  tenants:
+    acme:
+      users:
+        ann: { approver: true }
+        carl: {}
+      agents:
+        ops: { user: ann, keys: )") +
+         key("ann-key") + R"( }
+        coder: { user: carl, keys: )" + key("coder-key") + R"( }
+        shared: { user: carl, keys: )" + key("acme-shared-key") + R"( }
+    globex:
+      users:
+        gina: { approver: true }
+      agents:
+        gops: { user: gina, keys: )" + key("gina-key") + R"( }
+        worker: { user: gina, keys: )" + key("worker-key") + R"( }
+        shared: { user: gina, keys: )" + key("globex-shared-key") + R"( }
+tools:
+  - match: { tool: "sandbox__exec", server: "sandbox" }
+    risk: medium
+    effect: allow
+defaults:
+  unknown_tool: { risk: high, effect: deny }
+)";
+}
+
+class AdminHost : public SessionHost {
+ public:
+  AdminHost(GatewayCore& core, Authenticator auth, AdminApiOptions options)
+      : core_(core), auth_(std::move(auth)), api_(core, options) {}
+  Result<Caller> Authenticate(std::string_view authorization, const std::string&) override {
+    return auth_.Authenticate(authorization);
+  }
+  std::shared_ptr<McpSession> CreateSession(const Caller& caller) override {
+    auto session = std::make_shared<McpSession>(core_, caller, SessionOptions{.transport = "http"});
+    core_.Register(session);
+    return session;
+  }
+  void Refused(const Caller& caller, int status, const std::string& what,
+               const std::string& peer) override {
+    core_.Post([this, caller, status, what, peer] {
+      core_.AuditRefusal(caller, "", "http " + std::to_string(status), what + " (" + peer + ")");
+    });
+  }
+  void Admin(const Caller& caller, AdminRequest request,
+             std::function<void(AdminReply)> done) override {
+    core_.Post([this, caller, request = std::move(request), done = std::move(done)] {
+      done(api_.Handle(caller, request));
+    });
+  }
+
+ private:
+  GatewayCore& core_;
+  Authenticator auth_;
+  AdminApi api_;
+};
+
+class AdminApiTest : public ::testing::Test {
+ protected:
+  void StartServer(const std::string& policy_text = TwoTenantPolicy(),
+                   IdentityOptions identity = {}, AdminApiOptions admin = {}) {
+    auto policy = PolicyFromText(policy_text);
+    ASSERT_NE(policy, nullptr);
+    gw_ = std::make_unique<testing::TestGateway>(policy, dir_.File("warden.db"));
+    // As `warden serve` does: a switch that comes into force cancels the matching calls.
+    GatewayCore* core = gw_->core.get();
+    gw_->kills.Subscribe([core](KillScope scope, const std::string& name,
+                                const std::string& reason) {
+      std::string why = "stopped by kill switch" + (reason.empty() ? "" : ": " + reason);
+      core->Post([core, scope, name, why] {
+        for (auto& session : core->Sessions()) session->CancelMatching(scope, name, why);
+      });
+    });
+    auto auth = Authenticator::Create(*policy, identity);
+    ASSERT_TRUE(auth.ok()) << auth.status().message();
+    host_ = std::make_unique<AdminHost>(*gw_->core, std::move(*auth), admin);
+    HttpServerOptions options;
+    options.port = 0;
+    options.allowed_origins = {"https://console.example"};
+    server_ = std::make_unique<HttpServer>(*host_, options);
+    Status started = server_->Start();
+    ASSERT_TRUE(started.ok()) << started.message();
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+    server_.reset();
+    host_.reset();
+    gw_.reset();
+  }
+
+  HttpReply Api(const std::string& method, const std::string& key, const std::string& body = "",
+                const std::string& path = "/api/kill") {
+    Req req{.method = method, .path = path, .body = body};
+    if (!key.empty()) req.headers.emplace_back("Authorization", "Bearer " + key);
+    if (!body.empty()) req.headers.emplace_back("Content-Type", "application/json");
+    Connection c(server_->port());
+    return c.Send(req);
+  }
+  HttpReply Kill(const std::string& key, const std::string& scope, const std::string& name,
+                 const std::string& reason = "test") {
+    return Api("POST", key, json{{"scope", scope}, {"name", name}, {"reason", reason}}.dump());
+  }
+  HttpReply Unkill(const std::string& key, const std::string& scope, const std::string& name) {
+    return Api("DELETE", key, json{{"scope", scope}, {"name", name}}.dump());
+  }
+
+  Req Post(const json& body, const std::string& session, const std::string& key) const {
+    Req req{.body = body.dump()};
+    req.headers = {{"Content-Type", "application/json"},
+                   {"Accept", kAcceptBoth},
+                   {"Authorization", "Bearer " + key}};
+    if (!session.empty()) req.headers.emplace_back("Mcp-Session-Id", session);
+    return req;
+  }
+  std::string Initialize(const std::string& key) {
+    Connection c(server_->port());
+    HttpReply init = c.Send(Post(InitializeRequest("2025-06-18"), "", key));
+    EXPECT_EQ(init.status, 200) << init.body;
+    std::string sid = init.Header("mcp-session-id");
+    Connection c2(server_->port());
+    EXPECT_EQ(c2.Send(Post(json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, sid,
+                           key))
+                  .status,
+              202);
+    return sid;
+  }
+  HttpReply Exec(const std::string& sid, const std::string& key, const std::string& command,
+                 int id = 7) {
+    Connection c(server_->port());
+    return c.Send(Post(
+        Rpc(id, "tools/call", {{"name", "sandbox__exec"}, {"arguments", {{"command", command}}}}),
+        sid, key));
+  }
+  // The admin entries in the audit log.
+  std::vector<audit::AuditEntry> AdminEntries() {
+    std::vector<audit::AuditEntry> out;
+    auto tail = gw_->audit->Tail(1000);
+    EXPECT_TRUE(tail.ok());
+    for (auto& e : *tail)
+      if (e.kind == audit::EntryKind::kAdmin) out.push_back(e);
+    return out;
+  }
+  bool RefusalAudited(const std::string& status, const std::string& needle) {
+    // Refusals are written from the worker pool: wait a little for them.
+    for (int i = 0; i < 100; ++i) {
+      auto tail = gw_->audit->Tail(1000);
+      for (auto& e : *tail) {
+        if (e.tool == "http " + status && e.reason.find(needle) != std::string::npos) return true;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<testing::TestGateway> gw_;
+  std::unique_ptr<AdminHost> host_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(AdminApiTest, ApproverKillsAnAgentOfTheirTenantAndEndsItsInFlightSandbox) {
+  StartServer();
+  std::string sid = Initialize("coder-key");
+  ASSERT_FALSE(sid.empty());
+  HttpReply ok = Exec(sid, "coder-key", "echo before");
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.Json()["result"]["isError"], false) << ok.body;
+
+  // An in-flight sandbox that would run for 30 s.
+  auto started = std::chrono::steady_clock::now();
+  auto running = std::async(std::launch::async, [&] { return Exec(sid, "coder-key", "sleep 30"); });
+  std::this_thread::sleep_for(700ms);  // let the sandbox start
+
+  HttpReply killed = Kill("ann-key", "agent", "coder", "runaway loop");
+  ASSERT_EQ(killed.status, 200) << killed.body;
+  EXPECT_EQ(killed.Header("content-type"), "application/json");
+  EXPECT_EQ(killed.Json()["switch"], "agent:coder");
+  EXPECT_EQ(killed.Json()["active"], true);
+  EXPECT_EQ(killed.Json()["changed"], true);
+  auto kill_time = std::chrono::steady_clock::now();
+
+  // The next call is refused at once (well within the one second the issue allows).
+  HttpReply denied = Exec(sid, "coder-key", "echo after", 8);
+  EXPECT_LT(std::chrono::steady_clock::now() - kill_time, 1s);
+  ASSERT_EQ(denied.status, 200) << denied.body;
+  EXPECT_NE(denied.body.find("agent:coder"), std::string::npos) << denied.body;
+  EXPECT_NE(denied.body.find("runaway loop"), std::string::npos) << denied.body;
+
+  // The in-flight sandbox is ended, long before its 30 s.
+  ASSERT_EQ(running.wait_for(10s), std::future_status::ready);
+  HttpReply ended = running.get();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 15s);
+  EXPECT_NE(ended.body.find("kill switch"), std::string::npos) << ended.body;
+
+  // Another agent of the same tenant is not stopped.
+  std::string ops = Initialize("ann-key");
+  EXPECT_EQ(Exec(ops, "ann-key", "echo fine").Json()["result"]["isError"], false);
+
+  // Released: coder works again.
+  HttpReply released = Unkill("ann-key", "agent", "coder");
+  ASSERT_EQ(released.status, 200) << released.body;
+  EXPECT_EQ(released.Json()["active"], false);
+  EXPECT_EQ(released.Json()["changed"], true);
+  HttpReply again = Exec(sid, "coder-key", "echo again", 9);
+  EXPECT_EQ(again.Json()["result"]["structuredContent"]["stdout"], "again\n") << again.body;
+
+  // Both changes are admin audit entries naming who made them.
+  std::vector<audit::AuditEntry> admin = AdminEntries();
+  ASSERT_EQ(admin.size(), 2u);
+  EXPECT_EQ(admin[0].decision, "kill");
+  EXPECT_EQ(admin[0].rule, "kill_switch.agent:coder");
+  EXPECT_EQ(admin[0].user, "ann");
+  EXPECT_EQ(admin[0].tenant, "acme");
+  EXPECT_EQ(admin[0].agent, "coder");
+  EXPECT_EQ(admin[0].reason, "runaway loop");
+  EXPECT_EQ(admin[0].arguments["via"], "api");
+  EXPECT_EQ(admin[0].arguments["by"]["agent"], "ops");
+  EXPECT_EQ(admin[1].decision, "unkill");
+  EXPECT_TRUE(gw_->audit->Verify().ok());
+}
+
+TEST_F(AdminApiTest, AttackCrossTenantAndNonApproverChangesAreRefused) {
+  StartServer();
+  struct Case {
+    std::string key, scope, name;
+    int status;
+    std::string why;
+  };
+  const Case cases[] = {
+      {"ann-key", "agent", "worker", 403, "no agent 'worker'"},     // globex's agent
+      {"ann-key", "tenant", "globex", 403, "own tenant"},           // another tenant
+      {"ann-key", "agent", "shared", 403, "another tenant"},        // the name is in both
+      {"ann-key", "tool", "sandbox__exec", 403, "local operator"},  // crosses tenants
+      {"ann-key", "all", "", 403, "local operator"},
+      {"coder-key", "agent", "coder", 403, "not an approver"},  // carl is no approver
+      {"coder-key", "tenant", "acme", 403, "not an approver"},
+      {"gina-key", "agent", "coder", 403, "no agent 'coder'"},
+  };
+  for (const Case& c : cases) {
+    HttpReply reply = Kill(c.key, c.scope, c.name);
+    EXPECT_EQ(reply.status, c.status) << c.key << " " << c.scope << " " << c.name << reply.body;
+    EXPECT_NE(reply.Json().value("error", "").find(c.why), std::string::npos) << reply.body;
+    HttpReply un = Unkill(c.key, c.scope, c.name);
+    EXPECT_EQ(un.status, c.status) << "unkill " << c.key << " " << c.scope << un.body;
+  }
+  EXPECT_TRUE(gw_->kills.Active().empty()) << "no refused request changed anything";
+  EXPECT_TRUE(AdminEntries().empty());
+  EXPECT_TRUE(RefusalAudited("403", "not an approver"));
+  EXPECT_TRUE(RefusalAudited("403", "/api/kill"));
+
+  // Without credentials, or with a wrong key: 401 before anything else.
+  HttpReply anonymous = Kill("", "agent", "coder");
+  EXPECT_EQ(anonymous.status, 401);
+  EXPECT_EQ(anonymous.Header("www-authenticate"), "Bearer");
+  EXPECT_EQ(Kill("guessed-key", "agent", "coder").status, 401);
+  EXPECT_EQ(Api("GET", "").status, 401);
+  EXPECT_TRUE(gw_->kills.Active().empty());
+
+  // An approver may stop their own tenant; the other tenant is untouched.
+  EXPECT_EQ(Kill("gina-key", "tenant", "globex").status, 200);
+  EXPECT_TRUE(gw_->kills.Check("globex", "worker", "sandbox__exec").has_value());
+  EXPECT_FALSE(gw_->kills.Check("acme", "coder", "sandbox__exec").has_value());
+}
+
+TEST_F(AdminApiTest, AttackAStoppedCallerCannotReleaseSwitches) {
+  StartServer();
+  // ann stops her own agent ops; with its key she cannot release it (an agent freeing itself).
+  ASSERT_EQ(Kill("ann-key", "agent", "ops").status, 200);
+  HttpReply self = Unkill("ann-key", "agent", "ops");
+  EXPECT_EQ(self.status, 403) << self.body;
+  EXPECT_NE(self.body.find("stopped by kill switch agent:ops"), std::string::npos) << self.body;
+  EXPECT_TRUE(gw_->kills.Check("acme", "ops", "x").has_value());
+  // gina's tenant stopped by gina: her key cannot release it either.
+  ASSERT_EQ(Kill("gina-key", "tenant", "globex").status, 200);
+  EXPECT_EQ(Unkill("gina-key", "tenant", "globex").status, 403);
+  EXPECT_EQ(gw_->kills.Active().size(), 2u);
+}
+
+TEST_F(AdminApiTest, ListShowsOnlyWhatTheApproverMaySee) {
+  StartServer();
+  ASSERT_EQ(Kill("ann-key", "agent", "coder", "acme reason").status, 200);
+  ASSERT_EQ(Kill("gina-key", "agent", "worker", "globex reason").status, 200);
+  HttpReply ann = Api("GET", "ann-key");
+  ASSERT_EQ(ann.status, 200) << ann.body;
+  json switches = ann.Json()["switches"];
+  ASSERT_EQ(switches.size(), 1u) << ann.body;
+  EXPECT_EQ(switches[0]["switch"], "agent:coder");
+  EXPECT_EQ(switches[0]["reason"], "acme reason");
+  EXPECT_NE(switches[0]["who"].get<std::string>().find("ann@acme"), std::string::npos);
+  EXPECT_EQ(ann.body.find("worker"), std::string::npos) << "no names of another tenant";
+  HttpReply gina = Api("GET", "gina-key");
+  ASSERT_EQ(gina.Json()["switches"].size(), 1u) << gina.body;
+  EXPECT_EQ(gina.Json()["switches"][0]["switch"], "agent:worker");
+  EXPECT_EQ(Api("GET", "coder-key").status, 403) << "a non-approver lists nothing";
+  // Killing again is not a change; the list still has one entry.
+  HttpReply again = Kill("ann-key", "agent", "coder", "acme reason");
+  EXPECT_EQ(again.Json()["changed"], false);
+  EXPECT_EQ(Api("GET", "ann-key").Json()["switches"].size(), 1u);
+  // POST /api/unkill is DELETE /api/kill.
+  HttpReply un = Api("POST", "ann-key", R"({"scope":"agent","name":"coder"})", "/api/unkill");
+  EXPECT_EQ(un.status, 200) << un.body;
+  EXPECT_TRUE(Api("GET", "ann-key").Json()["switches"].empty());
+}
+
+TEST_F(AdminApiTest, BadRequestsGetClearJsonErrors) {
+  StartServer();
+  struct Case {
+    std::string body;
+    int status;
+    std::string why;
+  };
+  const Case cases[] = {
+      {"{not json", 400, "JSON object"},
+      {"[1,2]", 400, "JSON object"},
+      {R"({"scope":"planet","name":"x"})", 400, "unknown kill switch scope"},
+      {R"({"name":"coder"})", 400, "'scope' is required"},
+      {R"({"scope":"agent"})", 400, ""},
+      {R"({"scope":"agent","name":"co*"})", 400, ""},
+      {R"({"scope":"agent","name":"coder","extra":1})", 400, "unknown field"},
+      {R"({"scope":"agent","name":7})", 400, "must be a string"},
+  };
+  for (const Case& c : cases) {
+    HttpReply reply = Api("POST", "ann-key", c.body);
+    EXPECT_EQ(reply.status, c.status) << c.body << " -> " << reply.body;
+    ASSERT_TRUE(reply.Json().contains("error")) << reply.body;
+    EXPECT_NE(reply.Json()["error"].get<std::string>().find(c.why), std::string::npos)
+        << reply.body;
+  }
+  EXPECT_EQ(Api("GET", "ann-key", "", "/api/nothing").status, 404);
+  HttpReply put = Api("PUT", "ann-key", R"({"scope":"agent","name":"coder"})");
+  EXPECT_EQ(put.status, 405);
+  EXPECT_NE(put.Header("allow").find("POST"), std::string::npos);
+  EXPECT_EQ(Api("GET", "ann-key", "", "/api/unkill").status, 405);
+
+  // Wrong media type, oversized body.
+  Req text{.method = "POST", .path = "/api/kill", .body = "scope=agent"};
+  text.headers = {{"Authorization", "Bearer ann-key"}, {"Content-Type", "text/plain"}};
+  EXPECT_EQ(Connection(server_->port()).Send(text).status, 415);
+  Req big{.method = "POST", .path = "/api/kill",
+          .body = json{{"scope", "agent"}, {"name", "coder"},
+                       {"reason", std::string(kMaxAdminBodyBytes, 'x')}}.dump()};
+  big.headers = {{"Authorization", "Bearer ann-key"}, {"Content-Type", "application/json"}};
+  EXPECT_EQ(Connection(server_->port()).Send(big).status, 413);
+
+  // The origin check applies to the API as to /mcp.
+  Req evil{.method = "GET", .path = "/api/kill"};
+  evil.headers = {{"Authorization", "Bearer ann-key"}, {"Origin", "https://evil.example"}};
+  EXPECT_EQ(Connection(server_->port()).Send(evil).status, 403);
+  Req console = evil;
+  console.headers[1].second = "https://console.example";
+  HttpReply allowed = Connection(server_->port()).Send(console);
+  EXPECT_EQ(allowed.status, 200);
+  EXPECT_EQ(allowed.Header("access-control-allow-origin"), "https://console.example");
+  EXPECT_TRUE(gw_->kills.Active().empty());
+}
+
+TEST_F(AdminApiTest, LocalOperatorMayChangeEverySwitch) {
+  StartServer("version: 1\n", IdentityOptions{.local_single_user = true, .local_user = "me"},
+              AdminApiOptions{.local_operator = true});
+  HttpReply tool = Kill("", "tool", "sandbox__exec", "maintenance");
+  ASSERT_EQ(tool.status, 200) << tool.body;
+  HttpReply all = Kill("", "all", "");
+  ASSERT_EQ(all.status, 200) << all.body;
+  EXPECT_EQ(Api("GET", "").Json()["switches"].size(), 2u);
+  EXPECT_EQ(Unkill("", "all", "").status, 200);
+  EXPECT_EQ(Unkill("", "tool", "sandbox__exec").status, 200);
+  EXPECT_TRUE(gw_->kills.Active().empty());
+  std::vector<audit::AuditEntry> admin = AdminEntries();
+  ASSERT_EQ(admin.size(), 4u);
+  EXPECT_EQ(admin[0].user, "me");
+  EXPECT_EQ(admin[0].arguments["by"]["local_operator"], true);
+}
+
+TEST_F(AdminApiTest, WithoutLocalOperatorModeAPolicyWithoutTenantsGivesNoOperator) {
+  // Single-user mode on a non-loopback listener is not the local operator.
+  StartServer("version: 1\n", IdentityOptions{.local_single_user = true, .local_user = "me"},
+              AdminApiOptions{.local_operator = false});
+  EXPECT_EQ(Kill("", "tool", "sandbox__exec").status, 403);
+  EXPECT_TRUE(gw_->kills.Active().empty());
+}
+
+}  // namespace
+}  // namespace warden::gateway
