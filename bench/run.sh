@@ -4,7 +4,7 @@
 set -euo pipefail
 BUILD=${1:-build}
 ROUNDS=${2:-200}
-cmake --build "$BUILD" --target startup_bench egress_bench policy_bench audit_bench gateway_bench >/dev/null
+cmake --build "$BUILD" --target gvisor_bench startup_bench egress_bench policy_bench audit_bench gateway_bench >/dev/null
 echo "== sandbox start-up: warden run against bare exec, unshare and bubblewrap =="
 "$BUILD/bench/startup_bench" "$ROUNDS"
 echo
@@ -22,3 +22,6 @@ WARDEN_BENCH_DIR=/var/tmp "$BUILD/bench/gateway_bench"
 echo
 echo "== microvm: /bin/true boot to exit through warden run --backend microvm (TCG where KVM does not work) =="
 bench/microvm_bench.sh "$BUILD" 10
+echo
+echo "== gVisor: /bin/true through warden run --backend gvisor against bare runsc =="
+"$BUILD/bench/gvisor_bench" 40
