@@ -193,6 +193,11 @@ TEST_F(Gvisor, OpenFilesLimitApplies) {
   EXPECT_NE(r.out.find("stopped 24"), std::string::npos) << r.out << r.err;  // EMFILE
 }
 
+TEST_F(Gvisor, FileSizeLimitApplies) {
+  auto r = Sh("(head -c 100000 /dev/zero > /tmp/f) 2>/dev/null; wc -c < /tmp/f", {"--file-size", "10k"});
+  EXPECT_EQ(r.out, "10240\n") << r.err;
+}
+
 // --- nothing left behind ------------------------------------------------------------------
 
 TEST_F(Gvisor, NothingLeftAfterTimeoutOrWardenKill) {
