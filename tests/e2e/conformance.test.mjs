@@ -19,13 +19,9 @@ const FIXTURE = join(E2E_DIR, 'conformance', 'fixture-server.mjs');
 // Scenarios that cannot pass through warden, and why (docs/testing-e2e.md keeps the same list).
 // Each is still run and its outcome printed; an entry that starts passing fails this test, so the
 // list cannot go stale.
-const NOT_APPLICABLE = {
-  // SEP-1699 (SSE polling and resumption) is all SHOULDs: warden answers a POST with JSON unless a
-  // message related to the request comes before the reply, sends no priming event or retry field,
-  // and does not replay a stream on Last-Event-ID. The scenario then reports only INFO lines (no
-  // check can succeed); it must still never report a FAILURE.
-  'server-sse-polling': 'no SSE priming events or Last-Event-ID resumption (SEP-1699 SHOULDs)',
-};
+// None at present: server-sse-polling (SEP-1699) passes since warden primes the SSE stream of a
+// slow POST on 2025-11-25 sessions and resumes streams on Last-Event-ID (docs/gateway.md).
+const NOT_APPLICABLE = {};
 
 const scenarios = (() => {
   const r = spawnSync(NODE22, [CONFORMANCE, 'list', '--server'], { encoding: 'utf8' });
