@@ -47,6 +47,7 @@ constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/
 constexpr uint64_t kDefaultOutputLimit = 16ull << 20;
 constexpr uint64_t kDefaultTmpfs = 64ull << 20;
 constexpr uint32_t kDefaultOpenFiles = 1024;
+constexpr uint64_t kRefillGraceMs = 50;
 
 uint64_t NowMs() {
   struct timespec ts;
@@ -138,6 +139,7 @@ class Server {
   size_t Count(SlotState st) const;
   nlohmann::json StatusJson() const;
   uint64_t RefillDelayMs() const;
+  uint64_t RefillNotBeforeMs() const;
 
   const PoolConfig& config_;
   Options profile_;
@@ -642,6 +644,18 @@ void Server::OnTick() {
   }
 }
 
+// Building a replacement costs CPU (the new init's mounts) that a just-claimed command would
+// compete for: wait until the youngest claim is kRefillGraceMs old (or has ended), unless a
+// client is waiting with no sandbox ready.
+uint64_t Server::RefillNotBeforeMs() const {
+  if (!waiting_.empty() && Count(SlotState::kReady) == 0) return 0;
+  uint64_t not_before = 0;
+  for (const auto& [id, s] : slots_) {
+    if (s->state == SlotState::kClaimed && !s->exited) not_before = std::max(not_before, s->claimed_ms + kRefillGraceMs);
+  }
+  return not_before;
+}
+
 uint64_t Server::RefillDelayMs() const {
   if (consecutive_failures_ == 0) return 0;
   return std::min<uint64_t>(5000, 50ull << std::min<uint32_t>(consecutive_failures_, 7));
@@ -693,14 +707,16 @@ int Server::Serve() {
     const size_t live = Count(SlotState::kStarting) + Count(SlotState::kReady);
     const bool refill = live < config_.size;
     int timeout = -1;
+    uint64_t launch_at = 0;
     if (refill) {
+      launch_at = std::max(next_launch_ms_, RefillNotBeforeMs());
       uint64_t now = NowMs();
-      timeout = next_launch_ms_ > now ? static_cast<int>(next_launch_ms_ - now) : 0;
+      timeout = launch_at > now ? static_cast<int>(launch_at - now) : 0;
     }
     struct epoll_event events[32];
     int n = epoll_wait(epoll_.get(), events, 32, timeout);
     if (n < 0 && errno != EINTR) break;
-    if (n <= 0 && refill && NowMs() >= next_launch_ms_) {
+    if (n <= 0 && refill && NowMs() >= launch_at) {
       if (started_ >= config_.size) ++refills_;
       if (Status st = Launch(); !st.ok()) {
         ++failed_;
