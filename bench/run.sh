@@ -8,6 +8,10 @@ cmake --build "$BUILD" --target gvisor_bench startup_bench egress_bench policy_b
 echo "== sandbox start-up: warden run against bare exec, unshare and bubblewrap =="
 "$BUILD/bench/startup_bench" "$ROUNDS"
 echo
+echo "== pre-warmed pools: /bin/true through warden run --pool and in-process against cold and bare =="
+cmake --build "$BUILD" --target pool_bench >/dev/null
+"$BUILD/bench/pool_bench" "$ROUNDS"
+echo
 echo "== egress proxy: throughput and added latency against direct =="
 "$BUILD/bench/egress_bench"
 echo
