@@ -1,0 +1,68 @@
+// sandbox__exec on a sandbox profile that says `backend: gvisor`: the command runs under gVisor
+// (its kernel answers uname, not the host's), files go in and come out of the workspace, and a
+// profile limit gVisor cannot enforce is refused rather than dropped. Skips without runsc or root.
+#include <gtest/gtest.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "gateway/builtin_tools.h"
+#include "sandbox/profile.h"
+#include "testing.h"
+
+namespace warden::gateway {
+namespace {
+
+using nlohmann::json;
+
+class GvisorExec : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access("/usr/bin/runsc", X_OK) != 0 && access("/usr/sbin/runsc", X_OK) != 0) {
+      GTEST_SKIP() << "runsc is not installed (Debian package runsc; scripts/install-deps.sh)";
+    }
+    if (geteuid() != 0) GTEST_SKIP() << "--backend gvisor needs root (runsc)";
+  }
+  static sandbox::Options Profile(const std::string& yaml) {
+    sandbox::Options o;
+    Status st = sandbox::LoadProfileText(yaml, "test profile", &o);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return o;
+  }
+  static ToolResult Exec(const json& arguments, const sandbox::Options& profile) {
+    auto request = ParseExecArguments(arguments);
+    EXPECT_TRUE(request.ok()) << request.status().message();
+    return RunSandboxExec(*request, profile);
+  }
+};
+
+TEST_F(GvisorExec, ProfileBackendRunsTheCommandUnderGvisorWithFilesInAndOut) {
+  auto profile = Profile("backend: gvisor\ntimeout: 60s\nmemory: 512M\n");
+  ASSERT_EQ(profile.backend, "gvisor");
+  ToolResult r = Exec({{"command", "uname -r; cat data/in.txt; mkdir -p out; echo made > out/result.txt"},
+                       {"files", {{"data/in.txt", "from the agent\n"}}},
+                       {"outputs", {"out/*.txt"}}},
+                      profile);
+  const json& s = r.mcp_result["structuredContent"];
+  ASSERT_EQ(s["exit_code"], 0) << r.mcp_result.dump();
+  struct utsname host;
+  ASSERT_EQ(uname(&host), 0);
+  const std::string out = s["stdout"];
+  const std::string release = out.substr(0, out.find('\n'));
+  EXPECT_NE(release, host.release) << "uname answered by the host kernel: not gVisor";
+  EXPECT_NE(out.find("from the agent\n"), std::string::npos) << out;
+  EXPECT_NE(s["outputs"].dump().find("made"), std::string::npos) << s.dump();
+}
+
+TEST_F(GvisorExec, ProfileWithAPidsLimitIsRefusedNotDropped) {
+  sandbox::Options profile = DefaultExecProfile();  // 128 pids
+  profile.backend = "gvisor";
+  ToolResult r = Exec({{"command", "echo should-not-run"}}, profile);
+  const json& s = r.mcp_result["structuredContent"];
+  EXPECT_EQ(s["exit_code"], 125) << r.mcp_result.dump();
+  EXPECT_EQ(s["reason"], "setup_error");
+  EXPECT_NE(s["error"].get<std::string>().find("--pids"), std::string::npos) << s.dump();
+  EXPECT_EQ(s["stdout"], "");
+}
+
+}  // namespace
+}  // namespace warden::gateway
