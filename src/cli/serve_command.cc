@@ -36,8 +36,9 @@ class ServeHost : public gateway::SessionHost {
   ServeHost(Gateway& gateway, gateway::IdentityOptions identity)
       : gateway_(gateway),
         identity_(std::move(identity)),
-        admin_(gateway.core(), gateway::AdminApiOptions{.local_operator =
-                                                            identity_.local_single_user}) {}
+        admin_(std::make_shared<gateway::AdminApi>(
+            gateway.core(),
+            gateway::AdminApiOptions{.local_operator = identity_.local_single_user})) {}
 
   Status Prepare() {
     auto policy = gateway_.policy().Current();
@@ -79,10 +80,12 @@ class ServeHost : public gateway::SessionHost {
 
   void Admin(const gateway::Caller& caller, gateway::AdminRequest request,
              std::function<void(gateway::AdminReply)> done) override {
-    // The store write and the audit append block: on the worker pool.
-    gateway_.core().Post([this, caller, request = std::move(request), done = std::move(done)] {
-      done(admin_.Handle(caller, request));
-    });
+    // The store write and the audit append block: on the worker pool. The job holds the API,
+    // not this host: it may run after the server stopped and the host is gone.
+    gateway_.core().Post(
+        [api = admin_, caller, request = std::move(request), done = std::move(done)] {
+          done(api->Handle(caller, request));
+        });
   }
 
   std::shared_ptr<gateway::McpSession> CreateSession(const gateway::Caller& caller) override {
@@ -95,7 +98,7 @@ class ServeHost : public gateway::SessionHost {
  private:
   Gateway& gateway_;
   gateway::IdentityOptions identity_;
-  gateway::AdminApi admin_;
+  std::shared_ptr<gateway::AdminApi> admin_;
   std::mutex mu_;
   std::shared_ptr<const policy::Policy> auth_policy_;
   std::shared_ptr<gateway::Authenticator> auth_;

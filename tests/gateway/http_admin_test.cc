@@ -61,7 +61,7 @@ defaults:
 class AdminHost : public SessionHost {
  public:
   AdminHost(GatewayCore& core, Authenticator auth, AdminApiOptions options)
-      : core_(core), auth_(std::move(auth)), api_(core, options) {}
+      : core_(core), auth_(std::move(auth)), api_(std::make_shared<AdminApi>(core, options)) {}
   Result<Caller> Authenticate(std::string_view authorization, const std::string&) override {
     return auth_.Authenticate(authorization);
   }
@@ -72,21 +72,22 @@ class AdminHost : public SessionHost {
   }
   void Refused(const Caller& caller, int status, const std::string& what,
                const std::string& peer) override {
-    core_.Post([this, caller, status, what, peer] {
-      core_.AuditRefusal(caller, "", "http " + std::to_string(status), what + " (" + peer + ")");
+    GatewayCore* core = &core_;
+    core_.Post([core, caller, status, what, peer] {
+      core->AuditRefusal(caller, "", "http " + std::to_string(status), what + " (" + peer + ")");
     });
   }
   void Admin(const Caller& caller, AdminRequest request,
              std::function<void(AdminReply)> done) override {
-    core_.Post([this, caller, request = std::move(request), done = std::move(done)] {
-      done(api_.Handle(caller, request));
+    core_.Post([api = api_, caller, request = std::move(request), done = std::move(done)] {
+      done(api->Handle(caller, request));
     });
   }
 
  private:
   GatewayCore& core_;
   Authenticator auth_;
-  AdminApi api_;
+  std::shared_ptr<AdminApi> api_;
 };
 
 class AdminApiTest : public ::testing::Test {
