@@ -6,11 +6,13 @@
 // cgroup inside the guest (the VM gets the limit plus room for its kernel), the wall clock and the
 // output caps are enforced here by killing QEMU.
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -226,7 +228,9 @@ struct Launch {
 };
 
 std::vector<std::string> QemuArgs(const Launch& l, int first_fd, int initrd_fd) {
-  std::vector<std::string> a = {l.inst->qemu, "-M", "microvm,pit=on,pic=on,rtc=on,isa-serial=on", "-accel", l.accel};
+  // The name ties the QEMU process to the warden that started it (ps, leftover checks).
+  std::vector<std::string> a = {l.inst->qemu, "-name", "warden-microvm-" + std::to_string(getpid()),
+                                "-M", "microvm,pit=on,pic=on,rtc=on,isa-serial=on", "-accel", l.accel};
   if (l.accel == "kvm") a.insert(a.end(), {"-cpu", "host"});
   a.insert(a.end(), {"-m", std::to_string(l.vm_memory >> 20) + "M", "-smp", "1", "-nodefaults", "-no-user-config",
                      "-display", "none", "-no-reboot", "-kernel", l.inst->kernel, "-initrd",
@@ -248,13 +252,24 @@ std::vector<std::string> QemuArgs(const Launch& l, int first_fd, int initrd_fd) 
                                      (s.writable ? "" : ",readonly=on"),
                        "-device", "virtio-9p-device,fsdev=" + id + ",mount_tag=w" + std::to_string(i)});
   }
-  // QEMU's own seccomp filter, and no root: a QEMU escape lands in an unprivileged, filtered process.
-  // (-runas drops to nobody after the filter is in place, so set*uid stays allowed when root.)
-  const bool root = geteuid() == 0;
-  a.insert(a.end(), {"-sandbox", std::string("on,obsolete=deny,spawn=deny,resourcecontrol=deny") +
-                                     (root ? "" : ",elevateprivileges=deny")});
-  if (root) a.insert(a.end(), {"-runas", "nobody"});
+  // QEMU's own seccomp filter; it already runs unprivileged (DropPrivilegesForQemu): a QEMU
+  // escape lands in an unprivileged, filtered process.
+  a.insert(a.end(), {"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"});
   return a;
+}
+
+// In QEMU's process before exec, when warden is root: become nobody (65534), keeping /dev/kvm's
+// group when that group may use it. Done here rather than with QEMU's -runas because a change of
+// credentials clears the parent-death signal, which must stay set so that QEMU dies with warden.
+bool DropPrivilegesForQemu() {
+  if (geteuid() != 0) return true;
+  struct stat kvm;
+  std::vector<gid_t> groups;
+  if (stat("/dev/kvm", &kvm) == 0 && kvm.st_gid != 0 && (kvm.st_mode & S_IRGRP) && (kvm.st_mode & S_IWGRP)) {
+    groups.push_back(kvm.st_gid);
+  }
+  return setgroups(groups.size(), groups.data()) == 0 && setresgid(65534, 65534, 65534) == 0 &&
+         setresuid(65534, 65534, 65534) == 0;
 }
 
 // What the guest's init reported (microvm_init/init.cc, the line it writes on the control port).
@@ -312,9 +327,18 @@ class VmRun {
   RunResult Run() {
     result_.backend = "microvm";
     const uint64_t start = NowMs();
+    // A SIGINT/TERM/HUP/QUIT to warden stops the VM and is reported, as native does; QEMU
+    // itself starts with an empty mask.
+    sigset_t sigs, old;
+    sigemptyset(&sigs);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
+    sigprocmask(SIG_BLOCK, &sigs, &old);
+    signals_.reset(signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK));
     Status st = Start();
+    if (st.ok()) Supervise();
+    signals_.reset();
+    sigprocmask(SIG_SETMASK, &old, nullptr);
     if (!st.ok()) return SetupError(st.message());
-    Supervise();
     result_.wall_ms = NowMs() - start;
     return Finish();
   }
@@ -348,7 +372,9 @@ class VmRun {
     pid_t pid = fork();
     if (pid < 0) return Status::FromErrno("fork qemu", errno);
     if (pid == 0) {
+      if (!DropPrivilegesForQemu()) _exit(125);
       prctl(PR_SET_PDEATHSIG, SIGKILL);
+      prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
       if (getppid() != parent) _exit(125);
       int devnull = open("/dev/null", O_RDONLY);
       // Move every descriptor above the target range first, then into place.
@@ -417,7 +443,7 @@ class VmRun {
     uint64_t grace_deadline = 0;
     while (true) {
       std::vector<pollfd> fds;
-      std::vector<int> roles;  // port number, 100 qemu, 101 timer, 102 host stdin, 103 diag
+      std::vector<int> roles;  // port number, 100 qemu, 101 timer, 102 host stdin, 103 diag, 104 signals
       auto add = [&](int fd, short events, int role) {
         fds.push_back({fd, events, 0});
         roles.push_back(role);
@@ -428,6 +454,7 @@ class VmRun {
       if (diag_.valid()) add(diag_.get(), POLLIN, 103);
       if (!qemu_done) add(qemu_fd_.get(), POLLIN, 100);
       if (timer_.valid()) add(timer_.get(), POLLIN, 101);
+      if (signals_.valid()) add(signals_.get(), POLLIN, 104);
       if (host_[kStdin].valid() && stdin_open) {
         if (!stdin_pending.empty()) add(host_[kStdin].get(), POLLOUT, kStdin);
         else add(io_.stdin_fd, POLLIN, 102);
@@ -471,6 +498,12 @@ class VmRun {
           ssize_t w = send(host_[kStdin].get(), stdin_pending.data(), stdin_pending.size(), MSG_NOSIGNAL);
           if (w > 0) stdin_pending.erase(0, w);
           else if (w < 0 && errno != EAGAIN && errno != EINTR) host_[kStdin].reset();
+        } else if (role == 104) {
+          signalfd_siginfo info{};
+          if (read(signals_.get(), &info, sizeof(info)) == sizeof(info) && host_signal_ == 0) {
+            host_signal_ = static_cast<int>(info.ssi_signo);
+            Kill(Reason::kSignaled);
+          }
         } else if (role == 103) {
           ssize_t r = read(diag_.get(), buf, sizeof(buf));
           if (r > 0) KeepDiagnostics(buf, r);
@@ -506,6 +539,13 @@ class VmRun {
       r.reason = Reason::kTimeout;
       r.exit_code = 124;
       r.signal = SIGKILL;
+      return r;
+    }
+    if (killed_ && kill_reason_ == Reason::kSignaled && !report_) {
+      r.reason = Reason::kSignaled;
+      r.signal = host_signal_;
+      r.exit_code = 128 + host_signal_;
+      r.error = std::string("warden received ") + sigabbrev_np(host_signal_) + ": the VM was stopped";
       return r;
     }
     if (killed_ && kill_reason_ == Reason::kOutputLimit) {
@@ -556,7 +596,8 @@ class VmRun {
   const Launch& launch_;
   RunResult result_;
   UniqueFd host_[kPortCount];
-  UniqueFd qemu_fd_, timer_, diag_;
+  UniqueFd qemu_fd_, timer_, diag_, signals_;
+  int host_signal_ = 0;
   pid_t qemu_pid_ = -1;
   int qemu_status_ = 0;
   bool killed_ = false;

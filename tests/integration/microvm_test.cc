@@ -3,6 +3,9 @@
 // same contract as the native backend: exit statuses, streams, limits, and what the guest cannot
 // see or change on the host. They skip, saying why, when QEMU or the guest kernel is missing.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -155,6 +158,42 @@ TEST_F(Microvm, NoNetworkDeviceAndItsOwnKernel) {
   EXPECT_NE(r.out.find("kernel="), std::string::npos);
   EXPECT_EQ(r.out.find(std::string("kernel=") + host.release + "\n"), std::string::npos)
       << "the guest runs the host's kernel: " << r.out;
+}
+
+TEST_F(Microvm, KilledWardenTakesItsVmDown) {
+  Invocation inv;
+  inv.args = {"run", "--backend", "microvm", "--", "sleep", "60"};
+  inv.kill_after_ms = 2500;
+  auto r = RunWarden(inv);
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+  const std::string name = "warden-microvm-" + std::to_string(r.pid) + " ";
+  std::vector<pid_t> left;
+  for (int i = 0; i < 50; ++i) {  // the kernel delivers the parent-death signal asynchronously
+    left = PidsWithCmdline(name);
+    if (left.empty()) break;
+    usleep(100000);
+  }
+  EXPECT_TRUE(left.empty()) << "QEMU outlived the warden that started it";
+}
+
+TEST_F(Microvm, TerminatedWardenStopsTheVmAndSaysWhy) {
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int null_fd = open("/dev/null", O_RDWR);
+    dup2(null_fd, 0);
+    dup2(null_fd, 1);
+    dup2(null_fd, 2);
+    execl(WARDEN_BIN, WARDEN_BIN, "run", "--backend", "microvm", "--", "sleep", "60", nullptr);
+    _exit(127);
+  }
+  usleep(2500 * 1000);
+  kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "warden died of the signal instead of stopping the VM";
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  EXPECT_TRUE(PidsWithCmdline("warden-microvm-" + std::to_string(pid) + " ").empty());
 }
 
 TEST_F(Microvm, EgressIsRefusedClearly) {
