@@ -17,10 +17,9 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "sandbox/pool.h"
 #include "sandbox/profile.h"
@@ -111,7 +110,9 @@ int main(int argc, char** argv) {
   Pool limited = StartPool(warden, "limits", limited_flags);
 
   using Sample = std::function<double()>;
-  auto spawn = [](std::vector<std::string> argv) -> Sample { return [argv] { return TimeSpawn(argv); }; };
+  auto spawn = [](std::vector<std::string> argv) -> Sample {
+    return [argv] { return TimeSpawn(argv); };
+  };
   auto in_process = [](const Pool& p) -> Sample {
     return [&p] {
       warden::sandbox::Options o;  // everything at its default: the pool's settings apply
@@ -136,10 +137,12 @@ int main(int argc, char** argv) {
   std::vector<Launcher> launchers = {
       {"bare", spawn({"/bin/true"}), nullptr},
       {"warden run (cold)", spawn({warden, "run", "--", "/bin/true"}), nullptr},
-      {"warden run --pool", spawn({warden, "run", "--pool", plain.socket, "--", "/bin/true"}), &plain},
+      {"warden run --pool", spawn({warden, "run", "--pool", plain.socket, "--", "/bin/true"}),
+       &plain},
       {"pooled in-process", in_process(plain), &plain},
       {"cold + limits", spawn(cold_limits), nullptr},
-      {"--pool + limits", spawn({warden, "run", "--pool", limited.socket, "--", "/bin/true"}), &limited},
+      {"--pool + limits", spawn({warden, "run", "--pool", limited.socket, "--", "/bin/true"}),
+       &limited},
       {"in-process + limits", in_process(limited), &limited},
   };
   std::map<std::string, std::vector<double>> samples;
@@ -148,8 +151,10 @@ int main(int argc, char** argv) {
     for (auto& l : launchers) {
       if (l.pool) WaitFull(*l.pool);
       double us = l.run();
-      if (us < 0) ++failures;
-      else samples[l.name].push_back(us);
+      if (us < 0)
+        ++failures;
+      else
+        samples[l.name].push_back(us);
     }
   }
   std::printf("rounds=%d (interleaved), /bin/true start-to-exit in milliseconds\n", rounds);
@@ -157,8 +162,8 @@ int main(int argc, char** argv) {
   const double bare = Median(samples["bare"]);
   for (const auto& l : launchers) {
     const auto& v = samples[l.name];
-    std::printf("%-22s %8.2f %8.2f %6zu %10.2f\n", l.name.c_str(), Median(v) / 1000, P90(v) / 1000, v.size(),
-                bare > 0 ? Median(v) / bare : 0);
+    std::printf("%-22s %8.2f %8.2f %6zu %10.2f\n", l.name.c_str(), Median(v) / 1000, P90(v) / 1000,
+                v.size(), bare > 0 ? Median(v) / bare : 0);
   }
   std::printf("ratio cold/pooled (warden run): %.2f   with limits: %.2f\n",
               Median(samples["warden run (cold)"]) / Median(samples["warden run --pool"]),

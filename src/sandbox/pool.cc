@@ -70,8 +70,11 @@ UniqueFd ArmTimer(uint64_t first_ms, uint64_t interval_ms) {
 
 // The command's environment: the clean defaults, the client's TERM, the pool's --env, the run's.
 std::vector<std::string> BuildEnv(const Options& o, const std::string& term, std::string* path) {
-  std::map<std::string, std::string> env = {
-      {"PATH", kDefaultPath}, {"HOME", "/tmp"}, {"LANG", "C.UTF-8"}, {"USER", "sandbox"}, {"TERM", "dumb"}};
+  std::map<std::string, std::string> env = {{"PATH", kDefaultPath},
+                                            {"HOME", "/tmp"},
+                                            {"LANG", "C.UTF-8"},
+                                            {"USER", "sandbox"},
+                                            {"TERM", "dumb"}};
   if (!term.empty()) env["TERM"] = term;
   for (const auto& [k, v] : o.env) env[k] = v;
   *path = env["PATH"];
@@ -111,7 +114,17 @@ struct Client {
 };
 
 // What an epoll event belongs to: the kind in the top byte, a slot or client id below.
-enum Kind : uint64_t { kListen = 1, kSignal, kTick, kPidfd, kSync, kNotify, kTimeout, kCpuTick, kConn };
+enum Kind : uint64_t {
+  kListen = 1,
+  kSignal,
+  kTick,
+  kPidfd,
+  kSync,
+  kNotify,
+  kTimeout,
+  kCpuTick,
+  kConn
+};
 uint64_t Tag(Kind k, uint64_t id = 0) { return (static_cast<uint64_t>(k) << 56) | id; }
 
 class Server {
@@ -171,7 +184,8 @@ void Server::Unwatch(int fd) {
 }
 
 size_t Server::Count(SlotState st) const {
-  return static_cast<size_t>(std::count_if(slots_.begin(), slots_.end(), [st](const auto& kv) { return kv.second->state == st; }));
+  return static_cast<size_t>(std::count_if(
+      slots_.begin(), slots_.end(), [st](const auto& kv) { return kv.second->state == st; }));
 }
 
 Status Server::Listen() {
@@ -179,14 +193,16 @@ Status Server::Listen() {
   struct sockaddr_un addr = {};
   addr.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    return Status::Error("--socket " + path + ": a Unix socket path must be 1 to " + std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
+    return Status::Error("--socket " + path + ": a Unix socket path must be 1 to " +
+                         std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
   }
   std::memcpy(addr.sun_path, path.c_str(), path.size());
   listen_.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!listen_.valid()) return Status::FromErrno("socket", errno);
   struct stat st;
   if (lstat(path.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) return Status::Error("--socket " + path + ": exists and is not a socket");
+    if (!S_ISSOCK(st.st_mode))
+      return Status::Error("--socket " + path + ": exists and is not a socket");
     UniqueFd probe(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
     if (connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
       return Status::Error("--socket " + path + ": another pool is serving it");
@@ -215,7 +231,9 @@ Status Server::Launch() {
   spec.plan = std::move(*plan);
   if (landlock::AbiVersion() <= 0) {
     if (!profile_.degrade.allow_no_landlock) {
-      return Status::Error("Landlock is not available in this kernel; a pool accepts that only with 'accept_missing: [landlock]'");
+      return Status::Error(
+          "Landlock is not available in this kernel; a pool accepts that only with "
+          "'accept_missing: [landlock]'");
     }
     spec.landlock = false;
     slot->result.degraded.push_back("landlock");
@@ -223,18 +241,21 @@ Status Server::Launch() {
   spec.limits.file_size_bytes = profile_.file_size_bytes;
   spec.limits.open_files = profile_.open_files;
   if (profile_cgroup_) {
-    auto cg = cgroup::Cgroup::CreateFromParent({profile_.memory_bytes, profile_.pids ? profile_.pids + 1 : 0});
+    auto cg = cgroup::Cgroup::CreateFromParent(
+        {profile_.memory_bytes, profile_.pids ? profile_.pids + 1 : 0});
     if (cg) {
       slot->cg = std::move(*cg);
       slot->result.cgroup = slot->cg->is_v2() ? "v2" : "v1";
       spec.new_cgroup_ns = true;
     } else if (profile_.degrade.allow_no_cgroups) {
       slot->result.degraded.push_back("cgroups");
-      slot->result.notes.push_back("cgroups unavailable (" + cg.status().message() + "): limits enforced per process with rlimits");
+      slot->result.notes.push_back("cgroups unavailable (" + cg.status().message() +
+                                   "): limits enforced per process with rlimits");
       spec.limits.address_space_bytes = profile_.memory_bytes;
       spec.limits.processes = profile_.pids;
     } else {
-      return cg.status().Wrap("--memory/--pids/--cpu need cgroups (or a profile with 'accept_missing: [cgroups]')");
+      return cg.status().Wrap(
+          "--memory/--pids/--cpu need cgroups (or a profile with 'accept_missing: [cgroups]')");
     }
   }
   spec.hostname = profile_.hostname;
@@ -245,18 +266,21 @@ Status Server::Launch() {
   spec.seccomp_notify = true;
 
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return Status::FromErrno("socketpair", errno);
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    return Status::FromErrno("socketpair", errno);
   slot->sync.reset(sv[0]);
   UniqueFd child_sync(sv[1]);
   spec.sync_fd = child_sync.get();
 
   struct clone_args args = {};
   int pidfd = -1;
-  args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD;
+  args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+               CLONE_NEWUTS | CLONE_PIDFD;
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
   long pid = syscall(SYS_clone3, &args, sizeof(args));
-  if (pid < 0) return Status::FromErrno("clone the sandbox (user namespaces disabled or exhausted?)", errno);
+  if (pid < 0)
+    return Status::FromErrno("clone the sandbox (user namespaces disabled or exhausted?)", errno);
   if (pid == 0) {
     // The clone holds every descriptor of the server (the socket, other sandboxes' channels,
     // clients' streams): keep only the sync socket, and /dev/null as stdio.
@@ -298,11 +322,21 @@ void Server::OnSync(Slot& s) {
     return;
   }
   switch (m->type) {
-    case sync::kSetupError: s.setup_error = m->payload; break;
-    case sync::kNote: s.result.notes.push_back(m->payload); break;
-    case sync::kLandlock: s.result.landlock_abi = std::atoi(m->payload.c_str()); break;
-    case sync::kExecError: s.exec_errno = std::atoi(m->payload.c_str()); break;
-    case sync::kExit: s.wait_status = std::atoi(m->payload.c_str()); break;
+    case sync::kSetupError:
+      s.setup_error = m->payload;
+      break;
+    case sync::kNote:
+      s.result.notes.push_back(m->payload);
+      break;
+    case sync::kLandlock:
+      s.result.landlock_abi = std::atoi(m->payload.c_str());
+      break;
+    case sync::kExecError:
+      s.exec_errno = std::atoi(m->payload.c_str());
+      break;
+    case sync::kExit:
+      s.wait_status = std::atoi(m->payload.c_str());
+      break;
     case sync::kNotifyFd:
       if (m->fd >= 0) {
         s.notify.reset(m->fd);
@@ -319,7 +353,8 @@ void Server::OnSync(Slot& s) {
         Dispatch();
       }
       break;
-    default: break;
+    default:
+      break;
   }
   if (m->fd >= 0) close(m->fd);
 }
@@ -350,14 +385,16 @@ void Server::Dispatch() {
   while (!waiting_.empty()) {
     Slot* ready = nullptr;
     for (auto& [id, s] : slots_) {
-      if (s->state == SlotState::kReady && (ready == nullptr || s->ready_ms < ready->ready_ms)) ready = s.get();
+      if (s->state == SlotState::kReady && (ready == nullptr || s->ready_ms < ready->ready_ms))
+        ready = s.get();
     }
     if (ready == nullptr) return;
     uint64_t cid = waiting_.front();
     waiting_.pop_front();
     auto it = clients_.find(cid);
     if (it == clients_.end()) continue;
-    if (!ClaimFor(*ready, *it->second)) waiting_.push_front(cid);  // that sandbox died: try the next
+    if (!ClaimFor(*ready, *it->second))
+      waiting_.push_front(cid);  // that sandbox died: try the next
   }
 }
 
@@ -366,7 +403,8 @@ bool Server::ClaimFor(Slot& s, Client& c) {
   contain::ChildSpec cmd;
   cmd.argv = run.argv;
   cmd.env = BuildEnv(run, c.term, &cmd.path);
-  cmd.workdir = !run.workdir.empty() ? run.workdir : (!s.writable_inside.empty() ? s.writable_inside[0] : "/tmp");
+  cmd.workdir = !run.workdir.empty() ? run.workdir
+                                     : (!s.writable_inside.empty() ? s.writable_inside[0] : "/tmp");
   cmd.limits.file_size_bytes = run.file_size_bytes;
   cmd.limits.open_files = run.open_files;
   if (run.cpu_ms) cmd.limits.cpu_seconds = (run.cpu_ms + 999) / 1000 + 1;
@@ -426,7 +464,8 @@ RunResult Server::Collect(Slot& s, int status, const struct rusage& ru) {
     r.reason = Reason::kSignaled;
     r.signal = s.host_signal;
     r.exit_code = 128 + s.host_signal;
-    r.error = std::string("warden received ") + sigabbrev_np(s.host_signal) + ": the sandbox was killed";
+    r.error =
+        std::string("warden received ") + sigabbrev_np(s.host_signal) + ": the sandbox was killed";
     return r;
   }
   const bool at_memory_limit = o.memory_bytes != 0 && usage.peak_memory_bytes >= o.memory_bytes;
@@ -441,21 +480,26 @@ RunResult Server::Collect(Slot& s, int status, const struct rusage& ru) {
   if (s.exec_errno) {
     r.exit_code = *s.exec_errno == ENOENT ? 127 : 126;
     r.reason = Reason::kExited;
-    r.error = (*s.exec_errno == ENOENT ? "command not found: " : "command not executable: ") + o.argv[0] + " (" +
-              strerror(*s.exec_errno) + ")";
+    r.error = (*s.exec_errno == ENOENT ? "command not found: " : "command not executable: ") +
+              o.argv[0] + " (" + strerror(*s.exec_errno) + ")";
     return r;
   }
   if (WIFSIGNALED(ws)) {
     r.signal = WTERMSIG(ws);
     r.exit_code = 128 + r.signal;
     r.reason = Reason::kSignaled;
-    if (memory_kill && r.signal == SIGKILL) r.reason = Reason::kMemory;
-    else if (o.cpu_ms && (r.signal == SIGXCPU || r.signal == SIGKILL) && r.cpu_ms + 1000 >= o.cpu_ms) r.reason = Reason::kCpu;
+    if (memory_kill && r.signal == SIGKILL)
+      r.reason = Reason::kMemory;
+    else if (o.cpu_ms && (r.signal == SIGXCPU || r.signal == SIGKILL) &&
+             r.cpu_ms + 1000 >= o.cpu_ms)
+      r.reason = Reason::kCpu;
   } else {
     r.exit_code = WEXITSTATUS(ws);
     r.reason = Reason::kExited;
-    if (s.cg && usage.oom_killed && r.exit_code != 0) r.reason = Reason::kMemory;
-    else if (s.cg && usage.pids_limit_hit && r.exit_code != 0) r.reason = Reason::kPids;
+    if (s.cg && usage.oom_killed && r.exit_code != 0)
+      r.reason = Reason::kMemory;
+    else if (s.cg && usage.pids_limit_hit && r.exit_code != 0)
+      r.reason = Reason::kPids;
   }
   return r;
 }
@@ -493,8 +537,9 @@ void Server::OnExit(Slot& s) {
     // Died while waiting: a crash (or a kill from outside), or a sandbox that could not be built.
     ++failed_;
     std::string why = !s.setup_error.empty() ? s.setup_error
-                      : WIFSIGNALED(status) ? std::string("killed by SIG") + sigabbrev_np(WTERMSIG(status))
-                                            : "exited with status " + std::to_string(WEXITSTATUS(status));
+                      : WIFSIGNALED(status)
+                          ? std::string("killed by SIG") + sigabbrev_np(WTERMSIG(status))
+                          : "exited with status " + std::to_string(WEXITSTATUS(status));
     last_error_ = why;
     if (s.state == SlotState::kStarting) {
       ++consecutive_failures_;
@@ -510,7 +555,8 @@ void Server::Drop(uint64_t slot_id) {
   auto it = slots_.find(slot_id);
   if (it == slots_.end()) return;
   Slot& s = *it->second;
-  for (int fd : {s.pidfd.get(), s.sync.get(), s.notify.get(), s.timer.get(), s.cpu_timer.get()}) Unwatch(fd);
+  for (int fd : {s.pidfd.get(), s.sync.get(), s.notify.get(), s.timer.get(), s.cpu_timer.get()})
+    Unwatch(fd);
   if (s.pid > 0) {
     KillPid(s.pidfd.get());
     waitpid(s.pid, nullptr, __WALL);
@@ -544,7 +590,9 @@ nlohmann::json Server::StatusJson() const {
   auto& list = j["sandboxes"] = nlohmann::json::array();
   const uint64_t now = NowMs();
   for (const auto& [id, s] : slots_) {
-    const char* state = s->state == SlotState::kReady ? "ready" : s->state == SlotState::kStarting ? "starting" : "in_use";
+    const char* state = s->state == SlotState::kReady      ? "ready"
+                        : s->state == SlotState::kStarting ? "starting"
+                                                           : "in_use";
     list.push_back({{"pid", s->pid}, {"state", state}, {"age_ms", now - s->created_ms}});
   }
   return j;
@@ -589,9 +637,11 @@ void Server::OnClient(Client& c) {
     if (c.slot != 0) {
       auto it = slots_.find(c.slot);
       if (it == slots_.end()) return;
-      if (what == "output_limit") Kill(*it->second, Reason::kOutputLimit);
+      if (what == "output_limit")
+        Kill(*it->second, Reason::kOutputLimit);
       else {
-        if (it->second->host_signal == 0) it->second->host_signal = sig > 0 && sig < 65 ? sig : SIGTERM;
+        if (it->second->host_signal == 0)
+          it->second->host_signal = sig > 0 && sig < 65 ? sig : SIGTERM;
         Kill(*it->second, Reason::kSignaled);
       }
     } else {
@@ -601,7 +651,8 @@ void Server::OnClient(Client& c) {
       r.signal = sig > 0 && sig < 65 ? sig : SIGTERM;
       r.exit_code = 128 + r.signal;
       r.reason = Reason::kSignaled;
-      r.error = std::string("warden received ") + sigabbrev_np(r.signal) + " while waiting for a pooled sandbox";
+      r.error = std::string("warden received ") + sigabbrev_np(r.signal) +
+                " while waiting for a pooled sandbox";
       Send(c.conn.get(), {{"result", nlohmann::json::parse(ToJson(r))}});
       DropClient(c.id);
     }
@@ -613,8 +664,11 @@ void Server::OnClient(Client& c) {
     return;
   }
   auto requested = OptionsFromRequest(body);
-  Result<Options> effective = requested.ok() ? Effective(profile_, *requested, profile_cgroup_, degraded_) : requested.status();
-  if (effective.ok() && m->fds.size() != 3) effective = Status::Error("pool request without the three standard streams");
+  Result<Options> effective = requested.ok()
+                                  ? Effective(profile_, *requested, profile_cgroup_, degraded_)
+                                  : requested.status();
+  if (effective.ok() && m->fds.size() != 3)
+    effective = Status::Error("pool request without the three standard streams");
   if (!effective.ok()) {
     ++refused_;
     Send(c.conn.get(), {{"refused", effective.status().message()}});
@@ -636,7 +690,8 @@ void Server::OnTick() {
   const uint64_t now = NowMs();
   std::vector<uint64_t> old;
   for (const auto& [id, s] : slots_) {
-    if (s->state == SlotState::kReady && now - s->ready_ms >= config_.idle_timeout_ms) old.push_back(id);
+    if (s->state == SlotState::kReady && now - s->ready_ms >= config_.idle_timeout_ms)
+      old.push_back(id);
   }
   for (uint64_t id : old) {
     ++expired_;
@@ -651,7 +706,8 @@ uint64_t Server::RefillNotBeforeMs() const {
   if (!waiting_.empty() && Count(SlotState::kReady) == 0) return 0;
   uint64_t not_before = 0;
   for (const auto& [id, s] : slots_) {
-    if (s->state == SlotState::kClaimed && !s->exited) not_before = std::max(not_before, s->claimed_ms + kRefillGraceMs);
+    if (s->state == SlotState::kClaimed && !s->exited)
+      not_before = std::max(not_before, s->claimed_ms + kRefillGraceMs);
   }
   return not_before;
 }
@@ -670,7 +726,8 @@ int Server::Serve() {
     return 125;
   };
   if (config_.size == 0) return fail("--size must be at least 1");
-  if (profile_.backend != "native") return fail("--backend " + profile_.backend + ": pools hold native sandboxes only");
+  if (profile_.backend != "native")
+    return fail("--backend " + profile_.backend + ": pools hold native sandboxes only");
   if (profile_.net != NetMode::kNone || !profile_.allow.empty()) {
     return fail("--net proxy/--allow: pooled sandboxes have no network (run those without --pool)");
   }
@@ -683,7 +740,8 @@ int Server::Serve() {
       degraded_.push_back("cgroups");
     }
   }
-  if (landlock::AbiVersion() <= 0 && profile_.degrade.allow_no_landlock) degraded_.push_back("landlock");
+  if (landlock::AbiVersion() <= 0 && profile_.degrade.allow_no_landlock)
+    degraded_.push_back("landlock");
 
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -696,14 +754,17 @@ int Server::Serve() {
   sigfd_.reset(signalfd(-1, &sigs, SFD_CLOEXEC));
   Watch(listen_.get(), kListen, 0);
   Watch(sigfd_.get(), kSignal, 0);
-  const uint64_t tick = config_.idle_timeout_ms ? std::clamp<uint64_t>(config_.idle_timeout_ms / 4, 10, 1000) : 1000;
+  const uint64_t tick =
+      config_.idle_timeout_ms ? std::clamp<uint64_t>(config_.idle_timeout_ms / 4, 10, 1000) : 1000;
   tick_ = ArmTimer(tick, tick);
   Watch(tick_.get(), kTick, 0);
-  std::fprintf(stderr, "warden pool: serving %s with %u sandboxes\n", config_.socket_path.c_str(), config_.size);
+  std::fprintf(stderr, "warden pool: serving %s with %u sandboxes\n", config_.socket_path.c_str(),
+               config_.size);
 
   int rc = 0;
   while (!stop_) {
-    // Refill only when nothing else is waiting to be handled: a claimed sandbox's events come first.
+    // Refill only when nothing else is waiting to be handled: a claimed sandbox's events come
+    // first.
     const size_t live = Count(SlotState::kStarting) + Count(SlotState::kReady);
     const bool refill = live < config_.size;
     int timeout = -1;
@@ -736,14 +797,21 @@ int Server::Serve() {
       const uint64_t tag = events[i].data.u64;
       const Kind kind = static_cast<Kind>(tag >> 56);
       const uint64_t id = tag & ((1ull << 56) - 1);
-      if (kind == kListen) { OnAccept(); continue; }
+      if (kind == kListen) {
+        OnAccept();
+        continue;
+      }
       if (kind == kSignal) {
         struct signalfd_siginfo si;
-        (void)!read(sigfd_.get(), &si, sizeof(si));  // consumed, so that it is not delivered when the mask is restored
+        (void)!read(sigfd_.get(), &si,
+                    sizeof(si));  // consumed, so that it is not delivered when the mask is restored
         stop_ = true;
         continue;
       }
-      if (kind == kTick) { OnTick(); continue; }
+      if (kind == kTick) {
+        OnTick();
+        continue;
+      }
       if (kind == kConn) {
         auto it = clients_.find(id);
         if (it != clients_.end()) OnClient(*it->second);
@@ -753,9 +821,15 @@ int Server::Serve() {
       if (it == slots_.end()) continue;
       Slot& s = *it->second;
       switch (kind) {
-        case kPidfd: OnExit(s); break;
-        case kSync: if (s.sync.valid()) OnSync(s); break;
-        case kNotify: if (s.notify.valid()) OnNotify(s); break;
+        case kPidfd:
+          OnExit(s);
+          break;
+        case kSync:
+          if (s.sync.valid()) OnSync(s);
+          break;
+        case kNotify:
+          if (s.notify.valid()) OnNotify(s);
+          break;
         case kTimeout: {
           uint64_t t;
           (void)!read(s.timer.get(), &t, sizeof(t));
@@ -768,7 +842,8 @@ int Server::Serve() {
           if (s.cg && s.cg->ReadUsage().cpu_ns / 1000000 >= s.run.cpu_ms) Kill(s, Reason::kCpu);
           break;
         }
-        default: break;
+        default:
+          break;
       }
     }
   }
@@ -812,34 +887,45 @@ std::vector<Bind> NormalizeBinds(const std::vector<Bind>& binds) {
 Result<Options> Effective(const Options& pool, const Options& run, bool pool_has_cgroup,
                           const std::vector<std::string>& pool_degraded) {
   auto refuse = [](const std::string& option, const std::string& why) {
-    return Status::Error(option + ": " + why + " (options a pool's sandboxes are built with cannot change per command; "
-                                              "run without --pool, or use a pool started with them)");
+    return Status::Error(option + ": " + why +
+                         " (options a pool's sandboxes are built with cannot change per command; "
+                         "run without --pool, or use a pool started with them)");
   };
-  if (!run.backend.empty() && run.backend != "native") return refuse("--backend " + run.backend, "pools hold native sandboxes only");
+  if (!run.backend.empty() && run.backend != "native")
+    return refuse("--backend " + run.backend, "pools hold native sandboxes only");
   if (run.net != NetMode::kNone || !run.allow.empty() || !run.resolve.empty()) {
     return refuse("--net proxy/--allow/--resolve", "pooled sandboxes have no network");
   }
   if (run.memory_bytes && run.memory_bytes != pool.memory_bytes) {
-    return refuse("--memory " + std::to_string(run.memory_bytes), "this pool's memory limit is " + Size(pool.memory_bytes));
+    return refuse("--memory " + std::to_string(run.memory_bytes),
+                  "this pool's memory limit is " + Size(pool.memory_bytes));
   }
   if (run.pids && run.pids != pool.pids) {
-    return refuse("--pids " + std::to_string(run.pids), "this pool's pids limit is " + (pool.pids ? std::to_string(pool.pids) : "none"));
+    return refuse("--pids " + std::to_string(run.pids),
+                  "this pool's pids limit is " + (pool.pids ? std::to_string(pool.pids) : "none"));
   }
   if (run.tmpfs_bytes != kDefaultTmpfs && run.tmpfs_bytes != pool.tmpfs_bytes) {
-    return refuse("--tmpfs-size " + std::to_string(run.tmpfs_bytes), "this pool's /tmp is " + Size(pool.tmpfs_bytes));
+    return refuse("--tmpfs-size " + std::to_string(run.tmpfs_bytes),
+                  "this pool's /tmp is " + Size(pool.tmpfs_bytes));
   }
   if (!run.binds.empty() && !SameBinds(NormalizeBinds(run.binds), NormalizeBinds(pool.binds))) {
     std::string which;
-    for (const Bind& b : run.binds) which += std::string(which.empty() ? "" : " ") + (b.writable ? "--rw " : "--ro ") + b.host + (b.inside.empty() ? "" : ":" + b.inside);
+    for (const Bind& b : run.binds)
+      which += std::string(which.empty() ? "" : " ") + (b.writable ? "--rw " : "--ro ") + b.host +
+               (b.inside.empty() ? "" : ":" + b.inside);
     return refuse(which, "this pool's sandboxes have other binds");
   }
   if (run.protect != DefaultProtectedPaths() && run.protect != pool.protect) {
     return refuse("--protect/--no-protect", "this pool protects other paths");
   }
-  if (run.hostname != "sandbox" && run.hostname != pool.hostname) return refuse("hostname " + run.hostname, "this pool's hostname is " + pool.hostname);
+  if (run.hostname != "sandbox" && run.hostname != pool.hostname)
+    return refuse("hostname " + run.hostname, "this pool's hostname is " + pool.hostname);
   for (const auto& missing : pool_degraded) {
-    bool accepted = (missing == "landlock" && run.degrade.allow_no_landlock) || (missing == "cgroups" && run.degrade.allow_no_cgroups);
-    if (!accepted) return refuse("--accept-missing " + missing, "this pool's sandboxes run without " + missing + " and the command did not accept that");
+    bool accepted = (missing == "landlock" && run.degrade.allow_no_landlock) ||
+                    (missing == "cgroups" && run.degrade.allow_no_cgroups);
+    if (!accepted)
+      return refuse("--accept-missing " + missing, "this pool's sandboxes run without " + missing +
+                                                       " and the command did not accept that");
   }
   Options e = pool;
   e.argv = run.argv;
@@ -850,7 +936,10 @@ Result<Options> Effective(const Options& pool, const Options& run, bool pool_has
   if (run.file_size_bytes) e.file_size_bytes = run.file_size_bytes;
   if (run.open_files != kDefaultOpenFiles) e.open_files = run.open_files;
   if (run.cpu_ms) {
-    if (!pool_has_cgroup) return refuse("--cpu", "this pool's sandboxes have no cgroup to account CPU in (start the pool with --cpu, --memory or --pids)");
+    if (!pool_has_cgroup)
+      return refuse("--cpu",
+                    "this pool's sandboxes have no cgroup to account CPU in (start the pool with "
+                    "--cpu, --memory or --pids)");
     e.cpu_ms = run.cpu_ms;
   }
   e.degrade = run.degrade;

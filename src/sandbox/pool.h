@@ -7,10 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "sandbox/options.h"
@@ -20,10 +19,11 @@
 namespace warden::sandbox::pool {
 
 struct PoolConfig {
-  std::string socket_path;       // created 0600; a stale socket nobody serves is replaced
-  uint32_t size = 4;             // sandboxes kept ready (or being built)
-  uint64_t idle_timeout_ms = 0;  // a ready sandbox older than this is destroyed and replaced; 0: never
-  Options profile;               // what every sandbox is built from (argv ignored)
+  std::string socket_path;  // created 0600; a stale socket nobody serves is replaced
+  uint32_t size = 4;        // sandboxes kept ready (or being built)
+  uint64_t idle_timeout_ms =
+      0;            // a ready sandbox older than this is destroyed and replaced; 0: never
+  Options profile;  // what every sandbox is built from (argv ignored)
 };
 
 // Runs the pool in the foreground until SIGINT, SIGTERM or SIGHUP; then destroys every sandbox,

@@ -38,12 +38,15 @@ RunResult SetupError(const std::string& message) {
 Result<UniqueFd> Connect(const std::string& path) {
   struct sockaddr_un addr = {};
   addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(addr.sun_path)) return Status::Error("pool socket " + path + ": not a usable socket path");
+  if (path.empty() || path.size() >= sizeof(addr.sun_path))
+    return Status::Error("pool socket " + path + ": not a usable socket path");
   std::memcpy(addr.sun_path, path.c_str(), path.size());
   UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Status::FromErrno("socket", errno);
   if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return Status::FromErrno("pool socket " + path + ": connect (is `warden pool start --socket " + path + "` running?)", errno);
+    return Status::FromErrno(
+        "pool socket " + path + ": connect (is `warden pool start --socket " + path + "` running?)",
+        errno);
   }
   return fd;
 }
@@ -144,8 +147,11 @@ void Relay(StdinPlan& in) {
 
 }  // namespace
 
-RunResult RunPooled(const std::string& socket_path, const Options& options, const Io& io, bool forward_signals) {
-  if (options.argv.empty()) return SetupError("no command given: usage: warden run --pool PATH [OPTIONS] -- COMMAND [ARG...]");
+RunResult RunPooled(const std::string& socket_path, const Options& options, const Io& io,
+                    bool forward_signals) {
+  if (options.argv.empty())
+    return SetupError(
+        "no command given: usage: warden run --pool PATH [OPTIONS] -- COMMAND [ARG...]");
   Options request = options;
   request.binds = NormalizeBinds(options.binds);
   auto conn = Connect(socket_path);
@@ -153,11 +159,13 @@ RunResult RunPooled(const std::string& socket_path, const Options& options, cons
   auto in = PlanStdin(io.stdin_fd);
   if (!in) return SetupError(in.status().message());
   int po[2], pe[2];
-  if (pipe2(po, O_CLOEXEC) != 0) return SetupError(Status::FromErrno("pipe for output", errno).message());
+  if (pipe2(po, O_CLOEXEC) != 0)
+    return SetupError(Status::FromErrno("pipe for output", errno).message());
   Stream out, err;
   out.fd.reset(po[0]);
   UniqueFd child_out(po[1]);
-  if (pipe2(pe, O_CLOEXEC) != 0) return SetupError(Status::FromErrno("pipe for output", errno).message());
+  if (pipe2(pe, O_CLOEXEC) != 0)
+    return SetupError(Status::FromErrno("pipe for output", errno).message());
   err.fd.reset(pe[0]);
   UniqueFd child_err(pe[1]);
   out.out = io.stdout_fd;
@@ -175,7 +183,8 @@ RunResult RunPooled(const std::string& socket_path, const Options& options, cons
     if (forward_signals) sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   };
 
-  Status sent = Send(conn->get(), RunRequest(request), {in->child_end.get(), child_out.get(), child_err.get()});
+  Status sent = Send(conn->get(), RunRequest(request),
+                     {in->child_end.get(), child_out.get(), child_err.get()});
   in->child_end.reset();
   child_out.reset();
   child_err.reset();
@@ -220,8 +229,10 @@ RunResult RunPooled(const std::string& socket_path, const Options& options, cons
     }
     if (p[2].revents) {
       auto m = Receive(conn->get());
-      if (!m) conn_open = false;
-      else if (m->body.contains("result")) record = m->body["result"];
+      if (!m)
+        conn_open = false;
+      else if (m->body.contains("result"))
+        record = m->body["result"];
       if (record) conn_open = false;
     }
     if (p[3].revents) Relay(*in);
@@ -233,7 +244,9 @@ RunResult RunPooled(const std::string& socket_path, const Options& options, cons
     }
   }
   restore();
-  if (!record) return SetupError("--pool " + socket_path + ": the pool closed the connection before the result (was it stopped?)");
+  if (!record)
+    return SetupError("--pool " + socket_path +
+                      ": the pool closed the connection before the result (was it stopped?)");
   auto r = ResultFromJson(*record);
   if (!r) return SetupError(r.status().Wrap("--pool " + socket_path).message());
   r->stdout_truncated = out.truncated;

@@ -13,8 +13,8 @@ namespace {
 constexpr size_t kMaxFds = 3;
 
 Result<Reason> ReasonFromName(const std::string& name) {
-  for (Reason r : {Reason::kExited, Reason::kSignaled, Reason::kTimeout, Reason::kMemory, Reason::kPids, Reason::kCpu,
-                   Reason::kOutputLimit, Reason::kSetupError}) {
+  for (Reason r : {Reason::kExited, Reason::kSignaled, Reason::kTimeout, Reason::kMemory,
+                   Reason::kPids, Reason::kCpu, Reason::kOutputLimit, Reason::kSetupError}) {
     if (name == ReasonName(r)) return r;
   }
   return Status::Error("unknown reason '" + name + "'");
@@ -38,7 +38,8 @@ Status Send(int sock, const nlohmann::json& body, const std::vector<int>& fds) {
   std::string text = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (text.size() > kMaxMessage) {
     return Status::Error("pool message of " + std::to_string(text.size()) + " bytes is over the " +
-                         std::to_string(kMaxMessage) + "-byte limit (argv and environment too large)");
+                         std::to_string(kMaxMessage) +
+                         "-byte limit (argv and environment too large)");
   }
   if (fds.size() > kMaxFds) return Status::Error("pool message: too many descriptors");
   struct iovec iov = {text.data(), text.size()};
@@ -93,7 +94,8 @@ Result<Message> Receive(int sock) {
 
 nlohmann::json RunRequest(const Options& o) {
   nlohmann::json binds = nlohmann::json::array();
-  for (const Bind& b : o.binds) binds.push_back({{"host", b.host}, {"inside", b.inside}, {"writable", b.writable}});
+  for (const Bind& b : o.binds)
+    binds.push_back({{"host", b.host}, {"inside", b.inside}, {"writable", b.writable}});
   nlohmann::json accept = nlohmann::json::array();
   if (o.degrade.allow_no_landlock) accept.push_back("landlock");
   if (o.degrade.allow_no_cgroups) accept.push_back("cgroups");
@@ -126,14 +128,16 @@ Result<Options> OptionsFromRequest(const nlohmann::json& j) {
   std::string net = "none";
   std::vector<nlohmann::json> binds;
   std::vector<std::string> accept;
-  for (const Status& st : {Field(j, "argv", &o.argv), Field(j, "env", &o.env), Field(j, "workdir", &o.workdir),
-                           Field(j, "timeout_ms", &o.timeout_ms), Field(j, "memory_bytes", &o.memory_bytes),
-                           Field(j, "pids", &o.pids), Field(j, "cpu_ms", &o.cpu_ms),
-                           Field(j, "output_limit_bytes", &o.output_limit_bytes), Field(j, "tmpfs_bytes", &o.tmpfs_bytes),
-                           Field(j, "file_size_bytes", &o.file_size_bytes), Field(j, "open_files", &o.open_files),
-                           Field(j, "binds", &binds), Field(j, "protect", &o.protect), Field(j, "net", &net),
-                           Field(j, "allow", &o.allow), Field(j, "resolve", &o.resolve), Field(j, "backend", &o.backend),
-                           Field(j, "hostname", &o.hostname), Field(j, "accept_missing", &accept)}) {
+  for (const Status& st :
+       {Field(j, "argv", &o.argv), Field(j, "env", &o.env), Field(j, "workdir", &o.workdir),
+        Field(j, "timeout_ms", &o.timeout_ms), Field(j, "memory_bytes", &o.memory_bytes),
+        Field(j, "pids", &o.pids), Field(j, "cpu_ms", &o.cpu_ms),
+        Field(j, "output_limit_bytes", &o.output_limit_bytes),
+        Field(j, "tmpfs_bytes", &o.tmpfs_bytes), Field(j, "file_size_bytes", &o.file_size_bytes),
+        Field(j, "open_files", &o.open_files), Field(j, "binds", &binds),
+        Field(j, "protect", &o.protect), Field(j, "net", &net), Field(j, "allow", &o.allow),
+        Field(j, "resolve", &o.resolve), Field(j, "backend", &o.backend),
+        Field(j, "hostname", &o.hostname), Field(j, "accept_missing", &accept)}) {
     if (!st.ok()) return st;
   }
   if (o.argv.empty()) return Status::Error("pool request: no command");
@@ -159,13 +163,15 @@ Result<RunResult> ResultFromJson(const nlohmann::json& j) {
   std::string reason = "exited";
   nlohmann::json violations = nlohmann::json::array();
   for (const Status& st :
-       {Field(j, "exit_code", &r.exit_code), Field(j, "signal", &r.signal), Field(j, "reason", &reason),
-        Field(j, "error", &r.error), Field(j, "wall_ms", &r.wall_ms), Field(j, "cpu_ms", &r.cpu_ms),
-        Field(j, "peak_memory_bytes", &r.peak_memory_bytes), Field(j, "stdout_truncated", &r.stdout_truncated),
-        Field(j, "stderr_truncated", &r.stderr_truncated), Field(j, "stdout_bytes", &r.stdout_bytes),
-        Field(j, "stderr_bytes", &r.stderr_bytes), Field(j, "violations", &violations),
-        Field(j, "violations_dropped", &r.violations_dropped), Field(j, "degraded", &r.degraded),
-        Field(j, "notes", &r.notes), Field(j, "backend", &r.backend), Field(j, "cgroup", &r.cgroup),
+       {Field(j, "exit_code", &r.exit_code), Field(j, "signal", &r.signal),
+        Field(j, "reason", &reason), Field(j, "error", &r.error), Field(j, "wall_ms", &r.wall_ms),
+        Field(j, "cpu_ms", &r.cpu_ms), Field(j, "peak_memory_bytes", &r.peak_memory_bytes),
+        Field(j, "stdout_truncated", &r.stdout_truncated),
+        Field(j, "stderr_truncated", &r.stderr_truncated),
+        Field(j, "stdout_bytes", &r.stdout_bytes), Field(j, "stderr_bytes", &r.stderr_bytes),
+        Field(j, "violations", &violations), Field(j, "violations_dropped", &r.violations_dropped),
+        Field(j, "degraded", &r.degraded), Field(j, "notes", &r.notes),
+        Field(j, "backend", &r.backend), Field(j, "cgroup", &r.cgroup),
         Field(j, "landlock_abi", &r.landlock_abi)}) {
     if (!st.ok()) return st;
   }
@@ -196,10 +202,12 @@ Status ReceiveClaimFromChild(contain::ChildSpec* spec) {
   WARDEN_RETURN_IF_ERROR(sync::Send(spec->sync_fd, sync::kReady));
   auto m = Receive(spec->sync_fd);
   if (!m) return m.status();
-  if (m->fds.size() != 3) return Status::Error("pool claim without the command's three standard streams");
+  if (m->fds.size() != 3)
+    return Status::Error("pool claim without the command's three standard streams");
   const nlohmann::json& j = m->body;
-  for (const Status& st : {Field(j, "argv", &spec->argv), Field(j, "env", &spec->env), Field(j, "path", &spec->path),
-                           Field(j, "workdir", &spec->workdir), Field(j, "file_size_bytes", &spec->limits.file_size_bytes),
+  for (const Status& st : {Field(j, "argv", &spec->argv), Field(j, "env", &spec->env),
+                           Field(j, "path", &spec->path), Field(j, "workdir", &spec->workdir),
+                           Field(j, "file_size_bytes", &spec->limits.file_size_bytes),
                            Field(j, "open_files", &spec->limits.open_files),
                            Field(j, "cpu_seconds", &spec->limits.cpu_seconds)}) {
     if (!st.ok()) return st;

@@ -4,10 +4,9 @@
 // one JSON object of at most kMaxMessage bytes, carrying up to three file descriptors.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "common/unique_fd.h"

@@ -20,8 +20,10 @@ constexpr const char* kPerTestBinds =
 class PoolEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    std::printf("[ pooled   ] every `warden run` goes through a pool; skipped (bind a per-test directory): %s\n",
-                kPerTestBinds + 1);
+    std::printf(
+        "[ pooled   ] every `warden run` goes through a pool; skipped (bind a per-test directory): "
+        "%s\n",
+        kPerTestBinds + 1);
     if (!IsRoot()) GTEST_SKIP() << "pools are tested as root";
     pool_ = std::make_unique<PoolProcess>(std::vector<std::string>{"--size", "2"});
     ASSERT_TRUE(pool_->WaitReady()) << pool_->Log();
@@ -31,7 +33,8 @@ class PoolEnvironment : public ::testing::Environment {
     if (!pool_) return;
     unsetenv("WARDEN_TEST_POOL");
     auto s = pool_->Status();
-    std::printf("[ pooled   ] pool served %d commands\n", s.is_object() ? s["served"].get<int>() : -1);
+    std::printf("[ pooled   ] pool served %d commands\n",
+                s.is_object() ? s["served"].get<int>() : -1);
     EXPECT_EQ(pool_->Stop(), 0) << pool_->Log();
   }
 
@@ -45,7 +48,8 @@ class PoolEnvironment : public ::testing::Environment {
 // a filter was given, and starts the pool around the tests.
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  if (::testing::GTEST_FLAG(filter) == "*") ::testing::GTEST_FLAG(filter) = warden::testing::kPerTestBinds;
+  if (::testing::GTEST_FLAG(filter) == "*")
+    ::testing::GTEST_FLAG(filter) = warden::testing::kPerTestBinds;
   ::testing::AddGlobalTestEnvironment(new warden::testing::PoolEnvironment);
   return RUN_ALL_TESTS();
 }

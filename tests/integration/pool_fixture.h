@@ -8,11 +8,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "harness.h"
 
@@ -49,7 +48,8 @@ class PoolProcess {
   bool WaitReady(int ready = -1, int timeout_ms = 20000) {
     for (int waited = 0; waited < timeout_ms; waited += 20) {
       nlohmann::json s = Status();
-      if (s.is_object() && s["ready"].get<int>() >= (ready < 0 ? s["size"].get<int>() : ready)) return true;
+      if (s.is_object() && s["ready"].get<int>() >= (ready < 0 ? s["size"].get<int>() : ready))
+        return true;
       int status;
       if (waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
@@ -103,7 +103,8 @@ class PoolProcess {
 };
 
 // `warden run --pool SOCKET [FLAGS...] -- sh -c SCRIPT`.
-inline Outcome RunPooledSh(const PoolProcess& pool, const std::string& script, const std::vector<std::string>& flags = {}) {
+inline Outcome RunPooledSh(const PoolProcess& pool, const std::string& script,
+                           const std::vector<std::string>& flags = {}) {
   std::vector<std::string> all = {"--pool", pool.socket()};
   all.insert(all.end(), flags.begin(), flags.end());
   return RunSh(script, all);

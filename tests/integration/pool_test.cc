@@ -46,7 +46,8 @@ TEST_F(Pool, ExitStatusesMatchAColdRun) {
     EXPECT_EQ(cold.exit_code, c.exit_code) << c.script << cold.err;
     EXPECT_EQ(pooled.exit_code, c.exit_code) << c.script << pooled.err;
     EXPECT_EQ(pooled.record["reason"], c.reason) << pooled.record.dump();
-    EXPECT_EQ(Keys(pooled.record), Keys(cold.record)) << pooled.record.dump() << "\n" << cold.record.dump();
+    EXPECT_EQ(Keys(pooled.record), Keys(cold.record)) << pooled.record.dump() << "\n"
+                                                      << cold.record.dump();
   }
   Invocation missing;
   missing.args = {"run", "--pool", pool_.socket(), "--", "no-such-command-here"};
@@ -60,7 +61,13 @@ TEST_F(Pool, ExitStatusesMatchAColdRun) {
 
 TEST_F(Pool, StreamsStdinStdoutStderrAndTheOutputCap) {
   Invocation inv;
-  inv.args = {"run", "--pool", pool_.socket(), "--", "sh", "-c", "tr a-z A-Z; echo to-err >&2; echo $TERM $HOME; pwd"};
+  inv.args = {"run",
+              "--pool",
+              pool_.socket(),
+              "--",
+              "sh",
+              "-c",
+              "tr a-z A-Z; echo to-err >&2; echo $TERM $HOME; pwd"};
   inv.stdin_data = "hello pool\n";
   auto r = RunWarden(inv);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -77,14 +84,17 @@ TEST_F(Pool, StreamsStdinStdoutStderrAndTheOutputCap) {
 }
 
 TEST_F(Pool, NoStateIsCarriedFromOneCommandToTheNext) {
-  auto first = RunPooledSh(pool_, "echo secret > /tmp/left-behind; echo x > /dev/shm/shm-left; sleep 30 & echo started");
+  auto first = RunPooledSh(
+      pool_, "echo secret > /tmp/left-behind; echo x > /dev/shm/shm-left; sleep 30 & echo started");
   EXPECT_EQ(first.exit_code, 0) << first.err;
   for (int i = 0; i < 4; ++i) {  // every sandbox of the pool, and their replacements
     auto next = RunPooledSh(pool_, "ls -A /tmp /dev/shm; ps -e -o comm= | grep -c sleep; true");
     EXPECT_EQ(next.exit_code, 0) << next.err;
     EXPECT_EQ(next.out.find("left-behind"), std::string::npos) << next.out;
     EXPECT_EQ(next.out.find("shm-left"), std::string::npos) << next.out;
-    EXPECT_NE(next.out.find("\n0\n"), std::string::npos) << "a process of an earlier command survived:\n" << next.out;
+    EXPECT_NE(next.out.find("\n0\n"), std::string::npos)
+        << "a process of an earlier command survived:\n"
+        << next.out;
   }
 }
 
@@ -93,7 +103,8 @@ TEST_F(Pool, MoreTakersThanSandboxesAllGetServed) {
   std::vector<Outcome> results(kTakers);
   std::vector<std::thread> threads;
   for (int i = 0; i < kTakers; ++i) {
-    threads.emplace_back([&, i] { results[i] = RunPooledSh(pool_, "sleep 0.3; echo taker-" + std::to_string(i)); });
+    threads.emplace_back(
+        [&, i] { results[i] = RunPooledSh(pool_, "sleep 0.3; echo taker-" + std::to_string(i)); });
   }
   for (auto& t : threads) t.join();
   for (int i = 0; i < kTakers; ++i) {
@@ -193,9 +204,11 @@ TEST(PoolLimits, MemoryAndPidsReasonsAndCgroupsRemoved) {
   EXPECT_EQ(mem.exit_code, 137) << mem.err;
   EXPECT_EQ(mem.record["reason"], "memory") << mem.record.dump();
   EXPECT_EQ(mem.record["cgroup"].get<std::string>().empty(), false);
-  auto pids = RunWarden({{"run", "--pool", pool.socket(), "--timeout", "20s", "--", "python3", "-c",
-                          "import os, sys, time\nkids=[]\ntry:\n  while True:\n    p=os.fork()\n    if p==0:\n      time.sleep(30)\n      os._exit(0)\n    kids.append(p)\n"
-                          "except OSError as e:\n  print('fork failed', e.errno, len(kids)); sys.exit(3)"}});
+  auto pids = RunWarden(
+      {{"run", "--pool", pool.socket(), "--timeout", "20s", "--", "python3", "-c",
+        "import os, sys, time\nkids=[]\ntry:\n  while True:\n    p=os.fork()\n    if p==0:\n      "
+        "time.sleep(30)\n      os._exit(0)\n    kids.append(p)\n"
+        "except OSError as e:\n  print('fork failed', e.errno, len(kids)); sys.exit(3)"}});
   EXPECT_EQ(pids.exit_code, 3) << pids.err;
   EXPECT_NE(pids.out.find("fork failed 11"), std::string::npos) << pids.out;
   EXPECT_EQ(pids.record["reason"], "pids") << pids.record.dump();
@@ -203,7 +216,8 @@ TEST(PoolLimits, MemoryAndPidsReasonsAndCgroupsRemoved) {
   EXPECT_EQ(same.exit_code, 0) << same.err;
   EXPECT_EQ(pool.Stop(), 0);
   auto dirs = WardenCgroupDirs();
-  for (const auto& d : dirs) EXPECT_EQ(d.find("warden-" + std::to_string(pool.pid()) + "-"), std::string::npos) << d;
+  for (const auto& d : dirs)
+    EXPECT_EQ(d.find("warden-" + std::to_string(pool.pid()) + "-"), std::string::npos) << d;
 }
 
 TEST(PoolIdle, SandboxesOlderThanTheIdleTimeoutAreReplaced) {
@@ -228,7 +242,8 @@ TEST(PoolStart, BadProfileOrSocketIsRefused) {
   EXPECT_NE(r.err.find("--size"), std::string::npos) << r.err;
   Invocation missing;
   missing.json = false;
-  missing.args = {"pool", "start", "--socket", "/tmp/warden-test-pool-never.sock", "--ro", "/no/such/dir"};
+  missing.args = {"pool", "start",       "--socket", "/tmp/warden-test-pool-never.sock",
+                  "--ro", "/no/such/dir"};
   r = RunWarden(missing);
   EXPECT_EQ(r.exit_code, 125);
   EXPECT_NE(r.err.find("/no/such/dir"), std::string::npos) << r.err;
