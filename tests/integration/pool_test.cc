@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -156,6 +159,26 @@ TEST_F(Pool, ACrashedWaitingSandboxIsReplacedAndCounted) {
   EXPECT_NE(pool_.Log().find("SIGKILL"), std::string::npos) << pool_.Log();
   auto r = RunPooledSh(pool_, "echo still-serving");
   EXPECT_EQ(r.out, "still-serving\n") << r.err;
+}
+
+TEST_F(Pool, AWaitingSandboxHoldsNothingOfTheServer) {
+  // The init is a clone of the server: the listening socket, clients' streams and the other
+  // sandboxes' channels and seccomp listeners must be gone before it builds anything. Left: 0, 1,
+  // 2 on the host's /dev/null (shown as "/null": its mount is not in the sandbox) and its sync
+  // socket.
+  nlohmann::json s = pool_.Status();
+  ASSERT_FALSE(s["sandboxes"].empty()) << s.dump();
+  for (const auto& sb : s["sandboxes"]) {
+    std::string dir = "/proc/" + std::to_string(sb["pid"].get<int>()) + "/fd";
+    std::map<int, std::string> fds;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      fds[std::stoi(e.path().filename().string())] =
+          std::filesystem::read_symlink(e.path()).string();
+    }
+    ASSERT_EQ(fds.size(), 4u) << s.dump();
+    for (int fd : {0, 1, 2}) EXPECT_TRUE(fds[fd].ends_with("null")) << fd << " -> " << fds[fd];
+    EXPECT_EQ(fds.rbegin()->second.rfind("socket:", 0), 0u) << fds.rbegin()->second;
+  }
 }
 
 TEST_F(Pool, OptionsThePoolCannotSatisfyAreRefused) {
