@@ -620,7 +620,8 @@ std::string BootId() {
 // KVM when it works, else TCG. /dev/kvm can exist and yet not run a stock kernel (a nested PVM
 // device, say), so the test is a real boot with a short deadline; its answer is kept until the
 // host reboots. WARDEN_MICROVM_ACCEL=kvm|tcg skips the test.
-std::pair<std::string, std::string> ChooseAccelerator(const Installation& inst, const GuestPlan& plan) {
+std::pair<std::string, std::string> ChooseAccelerator(const Installation& inst, const GuestPlan& plan,
+                                                      std::optional<RunResult>* interrupted) {
   if (const char* forced = getenv("WARDEN_MICROVM_ACCEL"); forced && (!strcmp(forced, "kvm") || !strcmp(forced, "tcg"))) {
     return {forced, std::string("accelerator forced by WARDEN_MICROVM_ACCEL=") + forced};
   }
@@ -644,6 +645,11 @@ std::pair<std::string, std::string> ChooseAccelerator(const Installation& inst, 
   Io io{null_fd, null_fd, null_fd};
   RunResult r = VmRun(probe, io, l).Run();
   close(null_fd);
+  if (r.reason == Reason::kSignaled && r.exit_code > 128 && r.error.rfind("warden received", 0) == 0) {
+    // warden itself was told to stop during the probe: no answer to keep, and no run to start.
+    *interrupted = r;
+    return {"", ""};
+  }
   const std::string accel = r.exit_code == 0 ? "kvm" : "tcg";
   if (geteuid() == 0) mkdir("/run/warden", 0755);
   std::ofstream(CachePath()) << boot << " " << accel << "\n";
@@ -663,7 +669,9 @@ RunResult RunMicrovm(const Options& options, const Io& io, NetworkProvider* netw
   if (!inst.ok()) return SetupError(inst.status().message());
   auto plan = PlanGuest(options);
   if (!plan.ok()) return SetupError(plan.status().message());
-  auto [accel, why] = ChooseAccelerator(*inst, *plan);
+  std::optional<RunResult> interrupted;
+  auto [accel, why] = ChooseAccelerator(*inst, *plan, &interrupted);
+  if (interrupted) return *interrupted;
   Launch l{accel, BuildInitramfs(*inst, *plan, BuildSpec(options, *plan)), &*inst, &*plan,
            options.memory_bytes ? options.memory_bytes + kKernelRoom : kDefaultVmMemory};
   RunResult r = VmRun(options, io, l).Run();
