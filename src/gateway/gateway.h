@@ -37,7 +37,7 @@ using PinReview = std::function<Result<std::vector<std::string>>(
 
 struct GatewayOptions {
   std::string server_version = "0.1.0";
-  int worker_threads = 64;  // calls block a worker while they run (sandbox, upstream)
+  int worker_threads = 64;  // built-in calls hold a worker while they run; forwarded ones do not
   std::chrono::milliseconds upstream_ready_timeout{20000};
   UpstreamFactory make_upstream;
   PinReview pin_review;

@@ -1,5 +1,7 @@
 #include "gateway/pipeline.h"
 
+#include <future>
+
 namespace warden::gateway {
 
 std::string_view StageResultName(StageResult result) {
@@ -40,17 +42,49 @@ void Pipeline::Count(Entry& entry, StageResult result) {
 }
 
 StageOutcome Pipeline::Run(CallContext& call) {
+  std::promise<StageOutcome> promise;
+  std::future<StageOutcome> future = promise.get_future();
+  RunAsync(call, [&promise](const StageOutcome& outcome) { promise.set_value(outcome); });
+  return future.get();
+}
+
+void Pipeline::RunAsync(CallContext& call, Done done) {
   call.verdict = StageOutcome::Continue();
   call.verdict_stage.clear();
-  for (Entry& entry : stages_) {
-    StageOutcome outcome = entry.stage->Run(call);
-    Count(entry, outcome.result);
-    if (outcome.result != StageResult::kContinue) {
-      call.verdict = std::move(outcome);
-      call.verdict_stage = std::string(entry.stage->name());
-      break;
+  Step(call, 0, std::move(done));
+}
+
+void Pipeline::Step(CallContext& call, std::size_t next, Done done) {
+  for (std::size_t i = next; i < stages_.size(); ++i) {
+    call.park = nullptr;
+    StageOutcome outcome = stages_[i].stage->Run(call);
+    if (outcome.result == StageResult::kPause && call.park) {
+      auto park = std::move(call.park);
+      call.park = nullptr;
+      // The thread that resumes carries the chain on; this one returns.
+      park([this, &call, i, done = std::move(done)](StageOutcome resumed) mutable {
+        if (Settle(call, i, std::move(resumed)))
+          Step(call, i + 1, std::move(done));
+        else
+          Finish(call, done);
+      });
+      return;
     }
+    if (!Settle(call, i, std::move(outcome))) break;
   }
+  Finish(call, done);
+}
+
+bool Pipeline::Settle(CallContext& call, std::size_t index, StageOutcome outcome) {
+  Entry& entry = stages_[index];
+  Count(entry, outcome.result);
+  if (outcome.result == StageResult::kContinue) return true;
+  call.verdict = std::move(outcome);
+  call.verdict_stage = std::string(entry.stage->name());
+  return false;
+}
+
+void Pipeline::Finish(CallContext& call, const Done& done) {
   // Final stages see the verdict; one that denies overrides it (an audit entry that could not
   // be written withholds the result), and the rest still run.
   for (Entry& entry : final_stages_) {
@@ -61,7 +95,7 @@ StageOutcome Pipeline::Run(CallContext& call) {
       call.verdict_stage = std::string(entry.stage->name());
     }
   }
-  return call.verdict;
+  done(call.verdict);
 }
 
 std::vector<std::string> Pipeline::StageNames() const {

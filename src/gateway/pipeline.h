@@ -84,9 +84,11 @@ struct CallContext {
   std::shared_ptr<const policy::Policy> policy;
   std::optional<policy::Decision> decision;
   // Set by the session when an upstream serves the tool: forwards the call (under its upstream
-  // name) and returns the upstream's CallToolResult; an error Status when the upstream failed
-  // (the agent gets -32603 naming the upstream). Unset: a built-in tool.
-  std::function<Result<ToolResult>(CallContext&)> forward;
+  // name) and calls `done` exactly once, on any thread, with the upstream's CallToolResult, or
+  // an error Status when the upstream failed (the agent gets -32603 naming the upstream). The
+  // execute stage pauses meanwhile: no thread waits for the upstream. Unset: a built-in tool.
+  using ForwardDone = std::function<void(Result<ToolResult>)>;
+  std::function<void(CallContext&, ForwardDone done)> forward;
   // The upstream's Tool object (as its tools/list gave it) when an upstream serves the call: the
   // arguments stage checks the arguments against its inputSchema. Null for built-ins.
   nlohmann::json tool_definition;
@@ -94,6 +96,11 @@ struct CallContext {
   std::shared_ptr<CancelToken> cancel;
   // Set by the execute stage when the tool ran.
   std::optional<ToolResult> result;
+
+  // A stage that returns kPause sets this to say how it resumes: the pipeline calls it once
+  // with `resume`, and the stage (or whatever it waits for) calls resume exactly once, on any
+  // thread, with how the stage ended. A pause without `park` is final (nothing resumes it).
+  std::function<void(std::function<void(StageOutcome)> resume)> park;
 
   // How the decision stages ended: kContinue with an empty stage when every stage continued.
   StageOutcome verdict;
@@ -126,8 +133,14 @@ class Pipeline {
   void AddStage(std::unique_ptr<Stage> stage);
   void AddFinalStage(std::unique_ptr<Stage> stage);
 
-  // Runs `call` through the chain and returns the outcome the transport answers with (also left
-  // in call.verdict). A pause is returned as is: nothing resumes it yet (approvals issue).
+  // Runs `call` through the chain and calls `done` with the outcome the transport answers with
+  // (also left in call.verdict). When no stage parks, everything runs on this thread before
+  // RunAsync returns; a stage that parks (execute waiting for an upstream, later an approval)
+  // lets this thread go, and the rest of the chain and `done` run on the thread that resumes it.
+  // `call` must stay alive until `done` has been called. A pause without park is returned as is.
+  using Done = std::function<void(const StageOutcome&)>;
+  void RunAsync(CallContext& call, Done done);
+  // RunAsync, waiting on this thread for a parked stage to resume.
   StageOutcome Run(CallContext& call);
 
   // The stage names in the order they run (final stages last).
@@ -140,6 +153,11 @@ class Pipeline {
     StageStats stats;
   };
   void Count(Entry& entry, StageResult result);
+  // Runs ordinary stages from index `next`, then the final stages.
+  void Step(CallContext& call, std::size_t next, Done done);
+  // Records how stage `index` ended; false when the chain stops there.
+  bool Settle(CallContext& call, std::size_t index, StageOutcome outcome);
+  void Finish(CallContext& call, const Done& done);
 
   std::vector<Entry> stages_, final_stages_;
   mutable std::mutex stats_mu_;

@@ -178,15 +178,17 @@ void McpSession::HandleRequest(const mcp::Request& request, Exchange exchange) {
                                     "server not initialized: send initialize before " + m));
   if (m == "tools/list")
     return Run(request, std::move(exchange),
-               [this](const mcp::Request& r, InFlight&) { return ListTools(r); });
+               Sync([this](const mcp::Request& r, InFlight&) { return ListTools(r); }));
   if (m == "tools/call")
     return Run(request, std::move(exchange),
-               [this](const mcp::Request& r, InFlight& f) { return CallTool(r, f); });
+               [this](const mcp::Request& r, InFlight& f, Reply reply) {
+                 CallTool(r, f, std::move(reply));
+               });
   if (m == "resources/list" || m == "resources/templates/list" || m == "prompts/list" ||
       m == "resources/read" || m == "resources/subscribe" || m == "resources/unsubscribe" ||
       m == "prompts/get" || m == "completion/complete" || m == "logging/setLevel")
     return Run(request, std::move(exchange),
-               [this](const mcp::Request& r, InFlight& f) { return Forward(r, f); });
+               Sync([this](const mcp::Request& r, InFlight& f) { return Forward(r, f); }));
   return reply_now(mcp::MakeError(request.id, mcp::kMethodNotFound, "Method not found: " + m));
 }
 
@@ -252,8 +254,13 @@ mcp::Message McpSession::Initialize(const mcp::Request& request) {
   return mcp::Response{request.id, std::move(result)};
 }
 
-void McpSession::Run(const mcp::Request& request, Exchange exchange,
-                     std::function<mcp::Message(const mcp::Request&, InFlight&)> work) {
+McpSession::Work McpSession::Sync(std::function<mcp::Message(const mcp::Request&, InFlight&)> work) {
+  return [work = std::move(work)](const mcp::Request& r, InFlight& f, Reply reply) {
+    reply(work(r, f));
+  };
+}
+
+void McpSession::Run(const mcp::Request& request, Exchange exchange, Work work) {
   auto flight = std::make_shared<InFlight>();
   flight->id = request.id;
   flight->method = request.method;
@@ -272,13 +279,16 @@ void McpSession::Run(const mcp::Request& request, Exchange exchange,
   auto self = shared_from_this();
   core_.Post([self, request, exchange = std::move(exchange), flight, key,
               work = std::move(work)]() mutable {
-    mcp::Message reply = work(request, *flight);
-    {
-      std::lock_guard lock(self->mu_);
-      self->in_flight_.erase(key);
-    }
-    self->drained_.notify_all();
-    if (exchange.reply) exchange.reply(std::move(reply));
+    // `flight` stays alive until the reply: the work may hold a reference to it past return.
+    work(request, *flight,
+         [self, flight, key, reply = std::move(exchange.reply)](mcp::Message message) {
+           {
+             std::lock_guard lock(self->mu_);
+             self->in_flight_.erase(key);
+           }
+           self->drained_.notify_all();
+           if (reply) reply(std::move(message));
+         });
   });
 }
 
@@ -361,61 +371,68 @@ mcp::Message McpSession::ListTools(const mcp::Request& request) {
   return mcp::Response{request.id, {{"tools", std::move(list)}}};
 }
 
-mcp::Message McpSession::CallTool(const mcp::Request& request, InFlight& flight) {
+void McpSession::CallTool(const mcp::Request& request, InFlight& flight, Reply reply) {
   const json* params = request.params ? &*request.params : nullptr;
   if (params == nullptr || !params->is_object() || !params->contains("name") ||
       !(*params)["name"].is_string())
-    return mcp::MakeError(request.id, mcp::kInvalidParams,
-                          "tools/call needs params.name (a string)");
-  CallContext call;
-  call.tenant = caller_.tenant;
-  call.user = caller_.user;
-  call.agent = caller_.agent;
-  call.scope = caller_.scope;
-  call.session = options_.session_id;
-  call.tool = (*params)["name"].get<std::string>();
-  call.cancel = flight.cancel;
-  flight.tool = call.tool;
+    return reply(mcp::MakeError(request.id, mcp::kInvalidParams,
+                                "tools/call needs params.name (a string)"));
+  // Shared: when an upstream serves the tool the pipeline finishes on the upstream's thread.
+  auto call = std::make_shared<CallContext>();
+  call->tenant = caller_.tenant;
+  call->user = caller_.user;
+  call->agent = caller_.agent;
+  call->scope = caller_.scope;
+  call->session = options_.session_id;
+  call->tool = (*params)["name"].get<std::string>();
+  call->cancel = flight.cancel;
+  flight.tool = call->tool;
   if (params->contains("arguments")) {
     const json& args = (*params)["arguments"];
     if (!args.is_object())
-      return mcp::MakeError(request.id, mcp::kInvalidParams,
-                            "tools/call params.arguments must be an object");
-    call.arguments = args;
+      return reply(mcp::MakeError(request.id, mcp::kInvalidParams,
+                                  "tools/call params.arguments must be an object"));
+    call->arguments = args;
   }
-  if (const BuiltinTool* tool = core_.tools().Find(call.tool)) {
-    call.server = tool->server;
+  if (const BuiltinTool* tool = core_.tools().Find(call->tool)) {
+    call->server = tool->server;
   } else if (upstreams_) {
-    upstreams_->Route(call, *params, flight);
+    upstreams_->Route(*call, *params, flight);
   }
+  core_.pipeline().RunAsync(
+      *call, [call, id = request.id, reply = std::move(reply)](const StageOutcome& outcome) {
+        reply(CallToolReply(id, *call, outcome));
+      });
+}
 
-  StageOutcome outcome = core_.pipeline().Run(call);
+mcp::Message McpSession::CallToolReply(const mcp::Id& id, const CallContext& call,
+                                       const StageOutcome& outcome) {
   switch (outcome.result) {
     case StageResult::kContinue:
-      if (call.result) return mcp::Response{request.id, call.result->mcp_result};
-      return mcp::MakeError(request.id, mcp::kInternalError, "the call ended without a result");
+      if (call.result) return mcp::Response{id, call.result->mcp_result};
+      return mcp::MakeError(id, mcp::kInternalError, "the call ended without a result");
     case StageResult::kPause:
-      return mcp::MakeError(request.id, mcp::kInternalError, "paused calls are not supported yet");
+      return mcp::MakeError(id, mcp::kInternalError, "paused calls are not supported yet");
     case StageResult::kDeny:
       break;
   }
   const std::string where = call.verdict_stage.empty() ? "" : " (" + call.verdict_stage + ")";
   switch (outcome.refusal) {
     case Refusal::kUnknownTool:
-      return mcp::MakeError(request.id, mcp::kInvalidParams, outcome.reason);
+      return mcp::MakeError(id, mcp::kInvalidParams, outcome.reason);
     case Refusal::kInvalidArguments:
       // MCP 2025-11-25: input validation errors are tool execution errors, so the model can retry.
-      return mcp::Response{request.id, TextResult(outcome.reason, true)};
+      return mcp::Response{id, TextResult(outcome.reason, true)};
     case Refusal::kDenied: {
       std::string text = "warden denied this call: " + outcome.reason;
       if (!outcome.rule.empty()) text += " [rule: " + outcome.rule + "]";
-      return mcp::Response{request.id, TextResult(text, true)};
+      return mcp::Response{id, TextResult(text, true)};
     }
     case Refusal::kInternal:
     case Refusal::kNone:
       break;
   }
-  return mcp::MakeError(request.id, mcp::kInternalError,
+  return mcp::MakeError(id, mcp::kInternalError,
                         "warden could not complete the call" + where + ": " + outcome.reason);
 }
 
@@ -443,7 +460,7 @@ mcp::Message McpSession::Forward(const mcp::Request& request, InFlight& flight) 
 mcp::Message McpSession::Decided(const mcp::Request& request, CallContext& call,
                                  const std::function<mcp::Message()>& send) {
   std::optional<mcp::Message> upstream_reply;
-  call.forward = [&](CallContext&) -> Result<ToolResult> {
+  call.forward = [&](CallContext&, CallContext::ForwardDone done) {
     upstream_reply = send();
     ToolResult r;
     if (auto* ok = std::get_if<mcp::Response>(&*upstream_reply)) {
@@ -454,7 +471,7 @@ mcp::Message McpSession::Decided(const mcp::Request& request, CallContext& call,
       r.text = err->message;
       r.mcp_result = {{"error", {{"code", err->code}, {"message", err->message}}}};
     }
-    return r;
+    done(std::move(r));
   };
   StageOutcome outcome = core_.pipeline().Run(call);
   if (outcome.result == StageResult::kContinue && upstream_reply) {

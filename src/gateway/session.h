@@ -107,10 +107,19 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   void HandleNotification(const mcp::Notification& note);
   void HandleClientReply(const mcp::Message& message);
   mcp::Message Initialize(const mcp::Request& request);
-  void Run(const mcp::Request& request, Exchange exchange,
-           std::function<mcp::Message(const mcp::Request&, InFlight&)> work);
+  // Work on one request: answers through `reply`, exactly once, on any thread (CallTool answers
+  // from the thread that delivers the upstream's reply).
+  using Reply = std::function<void(mcp::Message)>;
+  using Work = std::function<void(const mcp::Request&, InFlight&, Reply)>;
+  // Runs `work` on the worker pool; the request stays in flight until it replies.
+  void Run(const mcp::Request& request, Exchange exchange, Work work);
+  // Work that answers before it returns.
+  static Work Sync(std::function<mcp::Message(const mcp::Request&, InFlight&)> work);
   mcp::Message ListTools(const mcp::Request& request);
-  mcp::Message CallTool(const mcp::Request& request, InFlight& flight);
+  void CallTool(const mcp::Request& request, InFlight& flight, Reply reply);
+  // The answer to a tools/call once the pipeline has decided (and run) it.
+  static mcp::Message CallToolReply(const mcp::Id& id, const CallContext& call,
+                                    const StageOutcome& outcome);
   mcp::Message Forward(const mcp::Request& request, InFlight& flight);
   void Touch();
 

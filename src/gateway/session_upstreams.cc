@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <future>
+#include <mutex>
 
 #include "gateway/gateway.h"
 
@@ -265,21 +267,31 @@ void SessionUpstreams::Route(CallContext& call, const json& params, McpSession::
     McpSession::InFlight* f = &flight;
     json forwarded = params;
     forwarded["name"] = upstream_name;
-    call.forward = [this, e, f, forwarded](CallContext& c) -> Result<ToolResult> {
+    call.forward = [this, e, f, forwarded](CallContext& c, CallContext::ForwardDone done) {
       json p = forwarded;
       p["arguments"] = c.arguments;
-      mcp::Message reply = SendAndWait(*e, "tools/call", std::move(p), f);
+      SendAsync(*e, "tools/call", std::move(p), f,
+                [name = e->name, done = std::move(done)](mcp::Message reply) {
+                  done(ToolResultOf(name, reply));
+                });
+    };
+    return;
+  }
+}
+
+Result<ToolResult> SessionUpstreams::ToolResultOf(const std::string& upstream,
+                                                  const mcp::Message& reply) {
       if (auto* err = std::get_if<mcp::ErrorResponse>(&reply)) {
         if (err->code == mcp::kInvalidParams) {
           // The upstream refused the arguments or the name: the agent sees it as a tool error.
           ToolResult r;
           r.is_error = true;
-          r.text = "upstream " + e->name + " refused the call: " + err->message;
+          r.text = "upstream " + upstream + " refused the call: " + err->message;
           r.mcp_result = {{"content", json::array({{{"type", "text"}, {"text", r.text}}})},
                           {"isError", true}};
           return r;
         }
-        return Status::Error("upstream " + e->name + ": " + err->message);
+        return Status::Error("upstream " + upstream + ": " + err->message);
       }
       ToolResult r;
       r.mcp_result = std::get<mcp::Response>(reply).result;
@@ -295,14 +307,12 @@ void SessionUpstreams::Route(CallContext& call, const json& params, McpSession::
         }
       }
       return r;
-    };
-    return;
-  }
 }
 
-mcp::Message SessionUpstreams::SendAndWait(Entry& entry, const std::string& method, json params,
-                                           McpSession::InFlight* flight) {
-  if (stopped_.load()) return LocalError(0, mcp::kInternalError, "the session has ended");
+void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json params,
+                                 McpSession::InFlight* flight,
+                                 std::function<void(mcp::Message)> done) {
+  if (stopped_.load()) return done(LocalError(0, mcp::kInternalError, "the session has ended"));
   std::string token;
   if (flight && params.is_object() && params.contains("_meta") && params["_meta"].is_object() &&
       params["_meta"].contains("progressToken")) {
@@ -315,25 +325,47 @@ mcp::Message SessionUpstreams::SendAndWait(Entry& entry, const std::string& meth
     }
     params["_meta"]["progressToken"] = token;
   }
-  auto promise = std::make_shared<std::promise<mcp::Message>>();
-  auto done_once = std::make_shared<std::once_flag>();
-  std::future<mcp::Message> future = promise->get_future();
   upstream::Client* client = entry.client.get();
-  uint64_t handle = client->Send(method, std::move(params), [promise, done_once](mcp::Message m) {
-    std::call_once(*done_once, [&] { promise->set_value(std::move(m)); });
-  });
+  // The reply may come before the cancel action is registered below (on another thread, or on
+  // this one inside Send): the action must then not be registered at all, since it would outlive
+  // the request. Recursive: a cancel action run at once may complete the request on this thread.
+  struct Sent {
+    std::recursive_mutex mu;
+    bool finished = false;
+  };
+  auto sent = std::make_shared<Sent>();
+  uint64_t handle = client->Send(
+      method, std::move(params),
+      [this, flight, token, sent, done = std::move(done)](mcp::Message reply) mutable {
+        {
+          std::lock_guard lock(sent->mu);
+          if (sent->finished) return;
+          sent->finished = true;
+          if (flight) flight->cancel->OnCancel({});
+        }
+        if (!token.empty()) {
+          std::lock_guard lock(mu_);
+          progress_.erase(token);
+        }
+        done(std::move(reply));
+      });
   if (flight) {
-    flight->cancel->OnCancel([client, handle, cancel = flight->cancel] {
-      client->Cancel(handle, cancel->reason());
-    });
+    std::lock_guard lock(sent->mu);
+    if (!sent->finished) {
+      flight->cancel->OnCancel([client, handle, cancel = flight->cancel] {
+        client->Cancel(handle, cancel->reason());
+      });
+    }
   }
-  mcp::Message reply = future.get();
-  if (flight) flight->cancel->OnCancel({});
-  if (!token.empty()) {
-    std::lock_guard lock(mu_);
-    progress_.erase(token);
-  }
-  return reply;
+}
+
+mcp::Message SessionUpstreams::SendAndWait(Entry& entry, const std::string& method, json params,
+                                           McpSession::InFlight* flight) {
+  std::promise<mcp::Message> promise;
+  std::future<mcp::Message> future = promise.get_future();
+  SendAsync(entry, method, std::move(params), flight,
+            [&promise](mcp::Message reply) { promise.set_value(std::move(reply)); });
+  return future.get();
 }
 
 CallContext SessionUpstreams::ContextFor(const Caller& caller, const std::string& session_id,

@@ -83,7 +83,14 @@ class SessionUpstreams : public std::enable_shared_from_this<SessionUpstreams> {
   // The pin review of `tools`: the names to show, or an error (then nothing is shown).
   Result<std::set<std::string>> Review(Entry& entry, const nlohmann::json& tools);
   int64_t PinGeneration() const;
-  // Sends and waits; cancellable through `flight`; progress tokens rewritten to reach `related`.
+  // Sends; `done` gets the reply exactly once, on the upstream client's thread (or this one when
+  // the session has ended). Cancellable through `flight`; progress tokens rewritten to reach
+  // `related`. `flight` must stay alive until `done` has run.
+  void SendAsync(Entry& entry, const std::string& method, nlohmann::json params,
+                 McpSession::InFlight* flight, std::function<void(mcp::Message)> done);
+  // A tools/call reply as the execute stage wants it.
+  static Result<ToolResult> ToolResultOf(const std::string& upstream, const mcp::Message& reply);
+  // SendAsync, waiting on this thread.
   mcp::Message SendAndWait(Entry& entry, const std::string& method, nlohmann::json params,
                            McpSession::InFlight* flight);
   // Collects every page of a list method from one upstream.

@@ -54,10 +54,22 @@ StageOutcome ArgumentsStage::Run(CallContext& call) {
 
 StageOutcome ExecuteStage::Run(CallContext& call) {
   if (call.forward) {
-    auto result = call.forward(call);
-    if (!result) return StageOutcome::Deny(Refusal::kInternal, result.status().message());
-    call.result = std::move(*result);
-    return StageOutcome::Continue();
+    // Parked until the upstream answers: the pipeline goes on on the thread that delivers it.
+    call.park = [&call](std::function<void(StageOutcome)> resume) {
+      call.forward(call, [&call, resume = std::move(resume)](Result<ToolResult> result) {
+        if (!result) {
+          // A kill switch or the client ended it: say why rather than the upstream's "cancelled".
+          std::string why = result.status().message();
+          if (call.cancel && call.cancel->cancelled())
+            why = "the call was cancelled (" + call.cancel->reason() + "): " + why;
+          resume(StageOutcome::Deny(Refusal::kInternal, why));
+          return;
+        }
+        call.result = std::move(*result);
+        resume(StageOutcome::Continue());
+      });
+    };
+    return StageOutcome{StageResult::kPause, Refusal::kNone, "waiting for the upstream", ""};
   }
   const BuiltinTool* tool = tools_.Find(call.tool);
   if (tool == nullptr)

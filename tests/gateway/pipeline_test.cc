@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace warden::gateway {
@@ -64,6 +66,75 @@ TEST(Pipeline, DenyShortCircuitsButTheAuditStageStillRuns) {
   // policy and execute never ran; audit saw the denial.
   EXPECT_EQ(trace,
             (std::vector<std::string>{"identity", "kill_switches", "audit(after kill_switches)"}));
+}
+
+// A stage that parks and is resumed later, from another thread, with `outcome`.
+class ParkingStage : public Stage {
+ public:
+  ParkingStage(std::vector<std::string>* trace, std::future<StageOutcome> later)
+      : trace_(trace), later_(std::move(later)) {}
+  std::string_view name() const override { return "execute"; }
+  StageOutcome Run(CallContext& call) override {
+    trace_->push_back("execute parks");
+    call.park = [this](std::function<void(StageOutcome)> resume) {
+      waiter_ = std::thread([this, resume = std::move(resume)] {
+        StageOutcome outcome = later_.get();
+        trace_->push_back("execute resumes");
+        resume(std::move(outcome));
+      });
+    };
+    return StageOutcome{StageResult::kPause, Refusal::kNone, "waiting", ""};
+  }
+  ~ParkingStage() override {
+    if (waiter_.joinable()) waiter_.join();
+  }
+
+ private:
+  std::vector<std::string>* trace_;
+  std::future<StageOutcome> later_;
+  std::thread waiter_;
+};
+
+TEST(Pipeline, AParkedStageResumesOnItsOwnThreadAndTheChainGoesOnThere) {
+  std::vector<std::string> trace;
+  std::promise<StageOutcome> upstream;
+  Pipeline p;
+  p.AddStage(Continues("policy", &trace));
+  p.AddStage(std::make_unique<ParkingStage>(&trace, upstream.get_future()));
+  p.AddStage(Continues("result", &trace));
+  p.AddFinalStage(Continues("audit", &trace));
+  CallContext call;
+  std::promise<std::pair<StageOutcome, std::thread::id>> finished;
+  p.RunAsync(call, [&](const StageOutcome& o) {
+    finished.set_value({o, std::this_thread::get_id()});
+  });
+  // RunAsync has returned with the stage parked: nothing after it ran, no thread waits here.
+  EXPECT_EQ(trace, (std::vector<std::string>{"policy", "execute parks"}));
+  upstream.set_value(StageOutcome::Continue());
+  auto [outcome, thread] = finished.get_future().get();
+  EXPECT_EQ(outcome.result, StageResult::kContinue);
+  EXPECT_NE(thread, std::this_thread::get_id());
+  EXPECT_EQ(trace, (std::vector<std::string>{"policy", "execute parks", "execute resumes",
+                                             "result", "audit"}));
+  EXPECT_EQ(p.Stats()[1].continued, 1u);
+  EXPECT_EQ(p.Stats()[1].paused, 0u);  // counted once, as it ended
+}
+
+TEST(Pipeline, AParkedStageThatResumesWithADenialStopsTheChain) {
+  std::vector<std::string> trace;
+  std::promise<StageOutcome> upstream;
+  Pipeline p;
+  p.AddStage(std::make_unique<ParkingStage>(&trace, upstream.get_future()));
+  p.AddStage(Continues("result", &trace));
+  p.AddFinalStage(Continues("audit", &trace));
+  CallContext call;
+  upstream.set_value(StageOutcome::Deny(Refusal::kInternal, "upstream mail: server exited"));
+  StageOutcome out = p.Run(call);  // the synchronous form waits for the resume
+  EXPECT_EQ(out.result, StageResult::kDeny);
+  EXPECT_EQ(out.reason, "upstream mail: server exited");
+  EXPECT_EQ(call.verdict_stage, "execute");
+  EXPECT_EQ(trace, (std::vector<std::string>{"execute parks", "execute resumes",
+                                             "audit(after execute)"}));
 }
 
 TEST(Pipeline, PauseStopsTheChainLikeADenial) {
