@@ -96,6 +96,9 @@ struct CallContext {
   std::shared_ptr<CancelToken> cancel;
   // Set by the execute stage when the tool ran.
   std::optional<ToolResult> result;
+  // How the execute stage ran a built-in, for the audit entry's reason ("sandbox profile
+  // 'untrusted' from rule tools[3], backend gvisor"); empty for upstream tools.
+  std::string execution;
 
   // A stage that returns kPause sets this to say how it resumes: the pipeline calls it once
   // with `resume`, and the stage (or whatever it waits for) calls resume exactly once, on any

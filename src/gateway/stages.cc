@@ -86,6 +86,16 @@ StageOutcome ExecuteStage::Run(CallContext& call) {
                                 "sandbox profile '" + name + "' is not defined");
     }
   }
+  if (tool->server == "sandbox") {
+    // Which isolation ran the code, and why, goes into the audit entry (issue 5: the backend
+    // chosen by profile or policy is recorded with its reason).
+    const std::string rule = call.decision ? call.decision->rule : "";
+    const bool named = call.decision && !call.decision->sandbox_profile.empty();
+    call.execution = "sandbox profile '" +
+                     (named ? call.decision->sandbox_profile : std::string("default")) + "'" +
+                     (named && !rule.empty() ? " from rule " + rule : "") + ", backend " +
+                     profile.backend;
+  }
   ToolEnv env{.profile = std::move(profile), .policy = call.policy.get(), .cancel = call.cancel};
   auto result = tool->run(call.arguments, env);
   if (!result)
@@ -138,6 +148,8 @@ audit::AuditEntry AuditEntryFor(const CallContext& call) {
     e.rule = call.verdict.rule;
     e.reason = call.verdict_stage + ": " + call.verdict.reason;
   }
+  if (!call.execution.empty())
+    e.reason += (e.reason.empty() ? "" : "; ") + std::string("ran in ") + call.execution;
   if (call.decision) e.labels = call.decision->labels;
   if (call.result) {
     e.result = audit::SummarizeResult(call.result->text);

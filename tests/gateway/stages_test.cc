@@ -183,6 +183,46 @@ TEST(StandardPipeline, ChainsTheStagesInTheArchitecturesOrder) {
                                       "audit"}));
 }
 
+// The audit entry of a sandbox__exec says which profile and backend ran it and which rule chose
+// them (the real execute stage: the command runs).
+TEST(StandardPipeline, AuditEntrySaysWhichSandboxProfileAndBackendRanTheCode) {
+  TempDir dir;
+  policy::PolicyHolder holder(PolicyFromText(R"(version: 1
+sandbox:
+  profiles:
+    default: { timeout: 20s }
+    strict: { timeout: 10s, backend: native }
+tools:
+  - match: { tool: "sandbox__exec", args: { "/command": { prefix: "echo strict" } } }
+    risk: low
+    sandbox: strict
+  - match: { tool: "sandbox__exec" }
+    risk: low
+defaults:
+  effect_by_risk: { low: allow, medium: allow, high: deny }
+)"));
+  KillSwitches kills;
+  BuiltinTools tools = BuiltinTools::Default();
+  auto log = OpenAudit(dir.File("a.db"));
+  auto p = BuildStandardPipeline({&holder, &kills, &tools, log.get(), {"", "alice", "", ""}});
+  for (const char* command : {"echo strict", "echo plain"}) {
+    CallContext call;
+    call.tool = "sandbox__exec";
+    call.arguments = {{"command", command}};
+    ASSERT_EQ(p->Run(call).result, StageResult::kContinue) << call.verdict.reason;
+  }
+  auto entries = log->Tail(2);
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 2u);
+  EXPECT_NE((*entries)[0].reason.find("ran in sandbox profile 'strict' from rule tools[0]"),
+            std::string::npos)
+      << (*entries)[0].reason;
+  EXPECT_NE((*entries)[0].reason.find("backend native"), std::string::npos) << (*entries)[0].reason;
+  EXPECT_NE((*entries)[1].reason.find("ran in sandbox profile 'default', backend native"),
+            std::string::npos)
+      << (*entries)[1].reason;
+}
+
 TEST(DefaultPolicy, AllowsSandboxExecAtMediumAndDeniesEverythingElse) {
   auto loaded = LoadDefaultPolicy();
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
