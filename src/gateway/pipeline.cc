@@ -120,7 +120,9 @@ void CancelToken::Cancel(const std::string& reason) {
     if (cancelled_.load()) return;
     reason_ = reason;
     cancelled_.store(true);
-    stop = stop_;
+    // Runs once: dropping it here also breaks the cycle of an action that holds this token.
+    stop = std::move(stop_);
+    stop_ = nullptr;
   }
   if (stop) stop();
 }

@@ -77,12 +77,17 @@ TEST(MicrovmCpio, WriterStartsAfreshAfterFinish) {
 TEST(MicrovmInit, EmbeddedInitIsAStaticExecutable) {
   std::string_view init = InitBinary();
   ASSERT_GT(init.size(), sizeof(Elf64_Ehdr));
-  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(init.data());
-  ASSERT_EQ(std::memcmp(eh->e_ident, ELFMAG, SELFMAG), 0);
-  EXPECT_EQ(eh->e_type, ET_EXEC) << "the guest has no dynamic loader: init must be static, not PIE";
-  for (int i = 0; i < eh->e_phnum; ++i) {
-    const auto* ph = reinterpret_cast<const Elf64_Phdr*>(init.data() + eh->e_phoff + i * eh->e_phentsize);
-    EXPECT_NE(ph->p_type, static_cast<uint32_t>(PT_INTERP)) << "init asks for a dynamic loader";
+  // Copied out: the embedded bytes need not be aligned for the ELF structs (UBSan says so).
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, init.data(), sizeof eh);
+  ASSERT_EQ(std::memcmp(eh.e_ident, ELFMAG, SELFMAG), 0);
+  EXPECT_EQ(eh.e_type, ET_EXEC) << "the guest has no dynamic loader: init must be static, not PIE";
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    const size_t at = eh.e_phoff + static_cast<size_t>(i) * eh.e_phentsize;
+    ASSERT_LE(at + sizeof(Elf64_Phdr), init.size());
+    Elf64_Phdr ph;
+    std::memcpy(&ph, init.data() + at, sizeof ph);
+    EXPECT_NE(ph.p_type, static_cast<uint32_t>(PT_INTERP)) << "init asks for a dynamic loader";
   }
 }
 
