@@ -37,6 +37,7 @@
 #include <sstream>
 
 #include "common/unique_fd.h"
+#include "sandbox/host_io.h"
 #include "sandbox/backends.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/gvisor_bundle.h"
@@ -58,12 +59,6 @@ uint64_t NowMs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
 }
 
-sigset_t TerminationSignals() {
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sigs, s);
-  return sigs;
-}
 
 RunResult SetupError(const std::string& message) {
   RunResult r;
@@ -74,73 +69,9 @@ RunResult SetupError(const std::string& message) {
   return r;
 }
 
-// Copied from subproc.cc: delivers all of `data`, dropping it if the reader has gone.
-void WriteAll(int fd, const char* data, size_t len) {
-  while (len > 0) {
-    ssize_t n = write(fd, data, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        struct pollfd p = {fd, POLLOUT, 0};
-        poll(&p, 1, 1000);
-        continue;
-      }
-      return;
-    }
-    data += n;
-    len -= static_cast<size_t>(n);
-  }
-}
 
-// Copied from subproc.cc: the command's stdin is handed over only when it can only be read (a pipe
-// or a read-only file); a terminal or socket is relayed through a pipe. runsc passes this
-// descriptor on to the Sentry, never to a host process of the command.
-struct StdinPlan {
-  UniqueFd child_end;
-  UniqueFd relay_in;
-  UniqueFd relay_out;
-};
 
-Result<StdinPlan> PlanStdin(int fd) {
-  StdinPlan plan;
-  struct stat st;
-  int flags = fcntl(fd, F_GETFL);
-  if (fd < 0 || fstat(fd, &st) != 0 || flags < 0) {
-    plan.child_end.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
-    return plan;
-  }
-  bool read_only = (flags & O_ACCMODE) == O_RDONLY;
-  if ((S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode)) && read_only) {
-    plan.child_end.reset(fcntl(fd, F_DUPFD_CLOEXEC, 3));
-    return plan;
-  }
-  if (S_ISREG(st.st_mode) || (S_ISCHR(st.st_mode) && !isatty(fd))) {
-    off_t offset = lseek(fd, 0, SEEK_CUR);
-    std::string self = "/proc/self/fd/" + std::to_string(fd);
-    plan.child_end.reset(open(self.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!plan.child_end.valid()) return Status::FromErrno("reopen stdin read-only", errno);
-    if (offset > 0) lseek(plan.child_end.get(), offset, SEEK_SET);
-    return plan;
-  }
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) return Status::FromErrno("pipe for stdin", errno);
-  plan.child_end.reset(p[0]);
-  plan.relay_out.reset(p[1]);
-  plan.relay_in.reset(fcntl(fd, F_DUPFD_CLOEXEC, 3));
-  return plan;
-}
 
-// Copied from subproc.cc: the clean environment plus --env.
-std::vector<std::string> BuildEnv(const Options& o, std::string* path) {
-  std::map<std::string, std::string> env = {
-      {"PATH", kDefaultPath}, {"HOME", "/tmp"}, {"LANG", "C.UTF-8"}, {"USER", "sandbox"}, {"TERM", "dumb"}};
-  if (const char* term = getenv("TERM"); term != nullptr && *term) env["TERM"] = term;
-  for (const auto& [k, v] : o.env) env[k] = v;
-  *path = env["PATH"];
-  std::vector<std::string> out;
-  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
-  return out;
-}
 
 std::string FindRunsc() {
   std::string path = getenv("PATH") ? getenv("PATH") : "";

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "common/unique_fd.h"
+#include "sandbox/host_io.h"
 #include "sandbox/pool.h"
 #include "sandbox/pool_protocol.h"
 
@@ -51,57 +52,8 @@ Result<UniqueFd> Connect(const std::string& path) {
   return fd;
 }
 
-// Same policy as a cold run (subproc.cc PlanStdin): a pipe or a read-only file is handed over; a
-// file open for writing is reopened read-only; a terminal or socket is relayed through a pipe.
-struct StdinPlan {
-  UniqueFd child_end, relay_in, relay_out;
-};
 
-Result<StdinPlan> PlanStdin(int fd) {
-  StdinPlan plan;
-  struct stat st;
-  int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
-  if (fd < 0 || fstat(fd, &st) != 0 || flags < 0) {
-    plan.child_end.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
-    return plan;
-  }
-  bool read_only = (flags & O_ACCMODE) == O_RDONLY;
-  if ((S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode)) && read_only) {
-    plan.child_end.reset(fcntl(fd, F_DUPFD_CLOEXEC, 3));
-    return plan;
-  }
-  if (S_ISREG(st.st_mode) || (S_ISCHR(st.st_mode) && !isatty(fd))) {
-    off_t offset = lseek(fd, 0, SEEK_CUR);
-    std::string self = "/proc/self/fd/" + std::to_string(fd);
-    plan.child_end.reset(open(self.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!plan.child_end.valid()) return Status::FromErrno("reopen stdin read-only", errno);
-    if (offset > 0) lseek(plan.child_end.get(), offset, SEEK_SET);
-    return plan;
-  }
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) return Status::FromErrno("pipe for stdin", errno);
-  plan.child_end.reset(p[0]);
-  plan.relay_out.reset(p[1]);
-  plan.relay_in.reset(fcntl(fd, F_DUPFD_CLOEXEC, 3));
-  return plan;
-}
 
-void WriteAll(int fd, const char* data, size_t len) {
-  while (len > 0) {
-    ssize_t n = write(fd, data, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        struct pollfd p = {fd, POLLOUT, 0};
-        poll(&p, 1, 1000);
-        continue;
-      }
-      return;
-    }
-    data += n;
-    len -= static_cast<size_t>(n);
-  }
-}
 
 struct Stream {
   UniqueFd fd;

@@ -1,0 +1,39 @@
+// Host-side plumbing every backend's supervisor shares (native subproc.cc, gvisor.cc, the pool
+// client): the signals that end a run, writing output through, how the command's stdin is handed
+// over, and the clean environment.
+#pragma once
+
+#include <signal.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "sandbox/options.h"
+
+namespace warden::sandbox {
+
+// SIGINT, SIGTERM, SIGHUP, SIGQUIT: what warden turns into ending the sandbox.
+sigset_t TerminationSignals();
+
+// Writes all of `data` to `fd`, waiting when it is non-blocking. Output that cannot be delivered
+// (a closed reader) is dropped: the command must not die because our caller stopped reading.
+void WriteAll(int fd, const char* data, size_t len);
+
+// The sandbox's stdin: handed over directly when it can only be read (a pipe, a read-only file),
+// a file open for writing is reopened read-only, anything else (a terminal, a socket) is relayed
+// through a pipe: it must never be reachable from inside.
+struct StdinPlan {
+  UniqueFd child_end;  // what the command gets as fd 0
+  UniqueFd relay_in;   // host side to read from (borrowed fd dup), when relaying
+  UniqueFd relay_out;  // pipe write end, when relaying
+};
+Result<StdinPlan> PlanStdin(int fd);
+
+// The clean environment (PATH, HOME, LANG, USER, TERM) plus options.env, as NAME=VALUE; `path`
+// gets the PATH used to find the command.
+std::vector<std::string> BuildEnv(const Options& options, std::string* path);
+
+}  // namespace warden::sandbox
