@@ -42,6 +42,11 @@ Outcome RunWarden(const Invocation& inv) {
       args.push_back("--pool");
       args.push_back(getenv("WARDEN_TEST_POOL"));
     }
+    // Backend variants (escape tests against gvisor, microvm) give every run the backend.
+    if (i == 0 && inv.args[0] == "run" && getenv("WARDEN_TEST_BACKEND") != nullptr) {
+      args.push_back("--backend");
+      args.push_back(getenv("WARDEN_TEST_BACKEND"));
+    }
     if (i == 0 && inv.json) {
       char tmpl[] = "/tmp/warden-test-json-XXXXXX";
       int fd = mkstemp(tmpl);
