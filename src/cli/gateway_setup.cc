@@ -30,6 +30,9 @@ void GatewayFlags::AddTo(CLI::App* sub) {
       ->type_name("NAME=stdio:CMD|NAME=URL");
   sub->add_flag("--no-prefix", no_prefix,
                 "With one --upstream: expose its tool names unchanged (no NAME__ prefix)");
+  sub->add_option("--exec-pool", exec_pool,
+                  "Sandboxes kept pre-warmed for sandbox__exec (default 2; 0: every call "
+                  "builds its sandbox cold)");
 }
 
 Result<std::vector<std::string>> SplitCommand(const std::string& text) {
@@ -193,7 +196,22 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, gatew
   auto pins = state::PinStore::Open({.path = audit_options.path});
   if (!pins) return pins.status().Wrap("tool pins in " + audit_options.path);
   g->pins_ = std::move(*pins);
-  g->tools_ = gateway::BuiltinTools::Default();
+  // sandbox__exec's pre-warmed pool, for calls on the default profile (docs/pool.md). Started
+  // here, on the main thread, before any worker: it stops when this thread ends. Without it
+  // (disabled, or a profile a pool cannot hold) every call builds its sandbox cold.
+  if (flags.exec_pool > 0) {
+    const auto& profiles = (*policy)->sandbox.profiles;
+    auto it = profiles.find("default");
+    auto pool = gateway::ExecPool::Start(
+        it != profiles.end() ? it->second : gateway::DefaultExecProfile(), flags.exec_pool);
+    if (pool) {
+      g->pool_ = std::move(*pool);
+    } else {
+      log << "warden: sandbox__exec runs without a pre-warmed pool: " << pool.status().message()
+          << "\n";
+    }
+  }
+  g->tools_ = gateway::BuiltinTools::Default(g->pool_.get());
 
   gateway::GatewayOptions options;
   state::PinStore* pin_store = g->pins_.get();

@@ -15,6 +15,7 @@
 #include "audit/audit_log.h"
 #include "common/status.h"
 #include "gateway/builtin_tools.h"
+#include "gateway/exec_pool.h"
 #include "gateway/gateway.h"
 #include "gateway/kill_switches.h"
 #include "policy/holder.h"
@@ -27,6 +28,7 @@ struct GatewayFlags {
   std::string audit_db;                // --audit-db
   std::vector<std::string> upstreams;  // --upstream NAME=stdio:'CMD ARGS' | NAME=http://URL
   bool no_prefix = false;              // --no-prefix
+  uint32_t exec_pool = 2;              // --exec-pool: sandbox__exec's pre-warmed sandboxes
 
   void AddTo(CLI::App* sub);
 };
@@ -74,6 +76,7 @@ class Gateway {
   std::unique_ptr<audit::AuditLog> audit_;
   std::unique_ptr<gateway::KillSwitches> switches_;
   std::unique_ptr<state::PinStore> pins_;
+  std::unique_ptr<gateway::ExecPool> pool_;  // outlives tools_ and core_, which use it
   gateway::BuiltinTools tools_;
   std::unique_ptr<gateway::GatewayCore> core_;
   struct LiveCore {

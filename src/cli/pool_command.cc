@@ -1,5 +1,9 @@
 #include "cli/pool_command.h"
 
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "sandbox/pool.h"
@@ -43,6 +47,11 @@ PoolCommand::PoolCommand(CLI::App& app) {
   s->add_option("--env", env_, "Add NAME=VALUE to every command's environment");
   s->add_option("--accept-missing", accept_missing_,
                 "Run without a missing feature: landlock, cgroups");
+  s->add_flag("--workspace", workspace_,
+              "Give each sandbox a fresh empty directory, read-write at /work (the working "
+              "directory), removed after its one use");
+  s->add_option("--parent-pid", parent_pid_,
+                "Stop (as on SIGTERM) when process PID, which started this pool, ends");
   status_ = sub_->add_subcommand("status", "Show a pool's state");
   status_->add_option("--socket", socket_, "The pool's Unix socket")->required();
   status_->add_flag("--json", json_, "Print the state as one JSON object");
@@ -54,6 +63,12 @@ int PoolCommand::Start() {
   sandbox::pool::PoolConfig config;
   config.socket_path = socket_;
   config.size = size_;
+  config.workspace = workspace_;
+  if (parent_pid_ != 0) {
+    // The pool of a `warden serve`: it must not outlive the gateway that uses it.
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) != 0 || getppid() != parent_pid_)
+      return Fail("--parent-pid " + std::to_string(parent_pid_) + ": not (or no longer) our parent");
+  }
   sandbox::Options& o = config.profile;
   o.protect = sandbox::DefaultProtectedPaths();
   if (!profile_.empty()) {

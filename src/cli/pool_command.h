@@ -4,6 +4,8 @@
 // cannot be reached (the message says why).
 #pragma once
 
+#include <sys/types.h>
+
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
@@ -27,7 +29,8 @@ class PoolCommand {
   bool json_ = false;
   std::string profile_, timeout_, memory_, cpu_, output_limit_, tmpfs_size_, file_size_, workdir_;
   uint32_t pids_ = 0, open_files_ = 0;
-  bool no_protect_ = false;
+  bool no_protect_ = false, workspace_ = false;
+  pid_t parent_pid_ = 0;
   std::vector<std::string> ro_, rw_, env_, protect_, accept_missing_;
 };
 

@@ -13,16 +13,18 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <set>
 
 #include "common/unique_fd.h"
 #include "egress/host_name.h"
+#include "gateway/exec_pool.h"
 #include "gateway/web_fetch.h"
 #include "sandbox/launcher.h"
+#include "sandbox/pool.h"
 #include "sandbox/profile.h"
 #include "sandbox/result.h"
 #include "sandbox/user.h"
+#include "sandbox/workspace_dir.h"
 
 namespace warden::gateway {
 
@@ -306,54 +308,10 @@ std::string ReadBack(int fd, uint64_t cap) {
 // descriptors, one component at a time, never following a symbolic link: the command may have
 // planted links, and the gateway (possibly root) must never read or remove through them.
 
-constexpr int kDirOpenFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-constexpr int kMaxRemoveDepth = 128;
+using sandbox::workspace::kDirOpenFlags;
+using sandbox::workspace::OpenForListing;
 
 std::string ErrnoText(int err) { return std::strerror(err); }
-
-// A new open file description of the directory `dirfd`, for readdir: a dup would share the
-// read position, left at the end by an earlier listing.
-int OpenForListing(int dirfd) { return openat(dirfd, ".", kDirOpenFlags); }
-
-// Opens directory `name` under `dirfd`; when the sandbox left it without search permission
-// (the gateway unprivileged owns it through the id map), grants that first.
-UniqueFd OpenDirForRemoval(int dirfd, const char* name) {
-  UniqueFd fd(openat(dirfd, name, kDirOpenFlags));
-  if (!fd.valid() && errno == EACCES && fchmodat(dirfd, name, 0700, 0) == 0)
-    fd.reset(openat(dirfd, name, kDirOpenFlags));
-  // Write permission to unlink its entries (a command may have made it read-only).
-  if (fd.valid()) (void)fchmod(fd.get(), 0700);
-  return fd;
-}
-
-// Removes everything below `dirfd`. Directories deeper than kMaxRemoveDepth are moved up to
-// `root_fd` (same file system) and removed by a later pass, so depth never exhausts the stack or
-// the descriptor table. Returns how many were moved up.
-size_t RemoveChildren(int dirfd, int root_fd, int depth, size_t& moved_total) {
-  size_t moved = 0;
-  UniqueFd listing(OpenForListing(dirfd));
-  if (!listing.valid()) return 0;
-  DIR* dir = fdopendir(listing.release());
-  if (dir == nullptr) return 0;
-  std::vector<std::string> names;
-  while (dirent* e = readdir(dir)) {
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
-  }
-  closedir(dir);
-  for (const std::string& name : names) {
-    if (unlinkat(dirfd, name.c_str(), 0) == 0 || errno != EISDIR) continue;
-    if (depth >= kMaxRemoveDepth) {
-      std::string up = ".warden-deep-" + std::to_string(moved_total++);
-      if (renameat(dirfd, name.c_str(), root_fd, up.c_str()) == 0) ++moved;
-      continue;
-    }
-    UniqueFd child = OpenDirForRemoval(dirfd, name.c_str());
-    if (!child.valid()) continue;
-    moved += RemoveChildren(child.get(), root_fd, depth + 1, moved_total);
-    unlinkat(dirfd, name.c_str(), AT_REMOVEDIR);
-  }
-  return moved;
-}
 
 // Text of a collected file, or base64 when it is not UTF-8. A file cut at the cap may end in
 // the middle of a character: up to 3 trailing bytes are dropped to keep it text.
@@ -411,36 +369,33 @@ class Workspace {
   // gateway runs as root), `warden run` opens the bind source as that user, so the private
   // directory becomes 0711: searchable, not listable; the workspace itself stays 0700.
   static Result<std::unique_ptr<Workspace>> Create() {
-    const char* env = getenv("TMPDIR");
-    std::string base = env && *env == '/' ? env : "/tmp";
     auto ws = std::unique_ptr<Workspace>(new Workspace);
-    if (ws->ids_.host_is_root) WARDEN_RETURN_IF_ERROR(CheckSearchable(base));
-    std::string tmpl = base + "/warden-exec-XXXXXX";
-    if (mkdtemp(tmpl.data()) == nullptr) return Status::FromErrno("mkdtemp " + tmpl, errno);
-    ws->parent_ = tmpl;
-    ws->path_ = tmpl + "/work";
-    ws->parent_fd_.reset(open(tmpl.c_str(), kDirOpenFlags));
-    if (!ws->parent_fd_.valid()) return Status::FromErrno("open " + tmpl, errno);
-    if (ws->ids_.host_is_root && fchmod(ws->parent_fd_.get(), 0711) != 0)
-      return Status::FromErrno("chmod " + tmpl, errno);
-    if (mkdirat(ws->parent_fd_.get(), "work", 0700) != 0)
-      return Status::FromErrno("mkdir " + ws->path_, errno);
-    ws->fd_.reset(openat(ws->parent_fd_.get(), "work", kDirOpenFlags));
-    if (!ws->fd_.valid()) return Status::FromErrno("open " + ws->path_, errno);
-    WARDEN_RETURN_IF_ERROR(ws->Own(ws->fd_.get(), ws->path_));
+    auto parent = sandbox::workspace::MakePrivateParent(sandbox::workspace::TempBase(),
+                                                        "warden-exec-", ws->ids_, &ws->parent_fd_);
+    if (!parent) return parent.status();
+    ws->parent_ = *parent;
+    ws->path_ = ws->parent_ + "/work";
+    auto fd = sandbox::workspace::MakeOwnedDir(ws->parent_fd_.get(), "work", ws->ids_);
+    if (!fd) return fd.status().Wrap(ws->path_);
+    ws->fd_ = std::move(*fd);
+    return ws;
+  }
+
+  // A workspace somebody else made and removes (a pool's, for one claimed sandbox): opened
+  // here, before the command runs, and never removed by us.
+  static Result<std::unique_ptr<Workspace>> Adopt(const std::string& path) {
+    auto ws = std::unique_ptr<Workspace>(new Workspace);
+    ws->path_ = path;
+    ws->fd_.reset(open(path.c_str(), kDirOpenFlags));
+    if (!ws->fd_.valid()) return Status::FromErrno("open workspace " + path, errno);
+    ws->adopted_ = true;
     return ws;
   }
 
   ~Workspace() {
-    if (fd_.valid()) {
-      (void)fchmod(fd_.get(), 0700);  // the command owns /work and may have locked it
-      size_t moved_total = 0;
-      // Each pass removes what it can; directories moved up from too deep go in the next one.
-      for (int pass = 0; pass < 1000; ++pass) {
-        if (RemoveChildren(fd_.get(), fd_.get(), 0, moved_total) == 0) break;
-      }
-      fd_.reset();
-    }
+    if (adopted_) return;
+    if (fd_.valid()) sandbox::workspace::RemoveContents(fd_.get());
+    fd_.reset();
     if (parent_fd_.valid()) unlinkat(parent_fd_.get(), "work", AT_REMOVEDIR);
     parent_fd_.reset();
     if (!parent_.empty()) rmdir(parent_.c_str());
@@ -476,27 +431,8 @@ class Workspace {
  private:
   Workspace() = default;
 
-  // `warden run` opens the bind source as the sandbox's user: every directory above the
-  // workspace must let others search it. Checked here for a message that says what to change.
-  static Status CheckSearchable(const std::string& base) {
-    for (std::filesystem::path p = base;; p = p.parent_path()) {
-      struct stat st;
-      if (stat(p.c_str(), &st) != 0) return Status::FromErrno("stat " + p.string(), errno);
-      if (!(st.st_mode & S_IXOTH))
-        return Status::Error(p.string() + " (on the way to $TMPDIR " + base +
-                             ") is not searchable by the sandbox's user (uid 65534): make it "
-                             "o+x or set TMPDIR to a directory that is");
-      if (p == p.parent_path()) break;
-    }
-    return Status::Ok();
-  }
-
-  // Hands `fd` to the sandbox's user: when the gateway runs as root, that user is an
-  // unprivileged id on the host (sandbox/user.h), which must be able to write the workspace.
   Status Own(int fd, const std::string& what) {
-    if (ids_.host_is_root && fchown(fd, ids_.host_uid, ids_.host_gid) != 0)
-      return Status::FromErrno("chown " + what, errno);
-    return Status::Ok();
+    return sandbox::workspace::Own(fd, ids_, what);
   }
 
   static std::vector<std::string> Split(const std::string& path) {
@@ -610,6 +546,7 @@ class Workspace {
   sandbox::user::IdMap ids_ = sandbox::user::ChooseFromParent();
   std::string parent_, path_;
   UniqueFd parent_fd_, fd_;
+  bool adopted_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -693,10 +630,41 @@ Status AddWorkspace(const Workspace& ws, sandbox::Options& o) {
   return Status::Ok();
 }
 
+// Runs `o` in a sandbox of `pool` with the request's workspace (filled once a sandbox is ours,
+// read before the pool removes it). Nothing (std::nullopt) when the pool could not take it: the
+// caller runs it cold.
+std::optional<json> RunPooledExec(const ExecPool& pool, const ExecRequest& request,
+                                  sandbox::Options o, const sandbox::Io& io,
+                                  const std::shared_ptr<CancelToken>& cancel,
+                                  std::optional<Collected>& collected) {
+  // No writable bind but the workspace (ExecPool::Start): the cold run would clear the protected
+  // paths too. The working directory is the cold run's.
+  o.workdir = request.wants_workspace() ? kExecWorkspaceInside
+              : o.workdir.empty()       ? "/tmp"
+                                        : o.workdir;
+  std::unique_ptr<Workspace> workspace;
+  sandbox::pool::PooledRun x;
+  x.workspace = request.wants_workspace();
+  x.prepare = [&](const std::string& path) -> Status {
+    auto adopted = Workspace::Adopt(path);
+    if (!adopted) return adopted.status();
+    workspace = std::move(*adopted);
+    return workspace->Write(request.files);
+  };
+  x.finish = [&] {
+    if (workspace && !request.outputs.empty()) collected = workspace->Collect(request.outputs);
+  };
+  if (cancel) x.on_accepted = [&cancel](std::function<void()> kill) { cancel->OnCancel(kill); };
+  sandbox::RunResult r = sandbox::pool::RunPooled(pool.socket(), o, io, false, &x);
+  if (cancel) cancel->OnCancel({});
+  if (x.not_served) return std::nullopt;
+  return json::parse(sandbox::ToJson(r));
+}
+
 }  // namespace
 
 ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& profile,
-                          const std::shared_ptr<CancelToken>& cancel) {
+                          const std::shared_ptr<CancelToken>& cancel, const ExecPool* pool) {
   sandbox::Options o = profile;
   o.argv = request.argv;
   if (request.timeout_ms && (o.timeout_ms == 0 || *request.timeout_ms < o.timeout_ms))
@@ -708,16 +676,6 @@ ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
   if (!request.language.empty() && access(request.argv[0].c_str(), X_OK) != 0)
     return SetupFailure("language " + request.language + " needs " + request.argv[0] +
                         ", which this host does not have");
-  std::unique_ptr<Workspace> workspace;
-  if (request.wants_workspace()) {
-    auto created = Workspace::Create();
-    if (!created) return SetupFailure("workspace: " + created.status().message());
-    workspace = std::move(*created);
-    Status st = workspace->Write(request.files);
-    if (st.ok()) st = AddWorkspace(*workspace, o);
-    if (!st.ok()) return SetupFailure(st.message());
-  }
-
   auto out = MemFile("sandbox_exec_stdout");
   if (!out) return SetupFailure(out.status().message());
   auto err = MemFile("sandbox_exec_stderr");
@@ -732,17 +690,39 @@ ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
     lseek(in.get(), 0, SEEK_SET);
   }
   // Never the gateway's own stdin: over stdio that is the MCP stream. -1 means /dev/null.
-  // The sandbox is a `warden run` child: the gateway is multi-threaded (sandbox/launcher.h).
-  sandbox::SpawnIo io{
-      .stdin_fd = in.valid() ? in.get() : -1, .stdout_fd = out->get(), .stderr_fd = err->get()};
+  const int stdin_fd = in.valid() ? in.get() : -1;
+
   json record;
+  std::optional<Collected> collected;
+  bool ran = false, pooled = false;
   if (cancel && cancel->cancelled()) {
     record = BaseRecord(137, "signaled");
-  } else {
+    ran = true;
+  } else if (pool != nullptr && pool->Serves(profile)) {
+    auto pooled_record = RunPooledExec(*pool, request, o, {stdin_fd, out->get(), err->get()},
+                                       cancel, collected);
+    if (pooled_record) {
+      record = std::move(*pooled_record);
+      ran = pooled = true;
+    }
+  }
+  if (!ran) {
+    std::unique_ptr<Workspace> workspace;
+    if (request.wants_workspace()) {
+      auto created = Workspace::Create();
+      if (!created) return SetupFailure("workspace: " + created.status().message());
+      workspace = std::move(*created);
+      Status st = workspace->Write(request.files);
+      if (st.ok()) st = AddWorkspace(*workspace, o);
+      if (!st.ok()) return SetupFailure(st.message());
+    }
+    // The sandbox is a `warden run` child: the gateway is multi-threaded (sandbox/launcher.h).
+    sandbox::SpawnIo io{.stdin_fd = stdin_fd, .stdout_fd = out->get(), .stderr_fd = err->get()};
     std::function<void(pid_t)> on_started;
     if (cancel) on_started = [&cancel](pid_t pid) { KillOnCancel(cancel, pid); };
     record = sandbox::RunViaLauncher(o, io, on_started);
     if (cancel) cancel->OnCancel({});
+    if (workspace && !request.outputs.empty()) collected = workspace->Collect(request.outputs);
   }
   if (cancel && cancel->cancelled()) {
     // The launcher died before writing its record; say what happened instead of setup_error.
@@ -782,27 +762,27 @@ ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
                      {"stdout_truncated", run.stdout_truncated},
                      {"stderr_truncated", run.stderr_truncated}};
   if (!run.error.empty()) structured["error"] = run.error;
-  if (workspace && !request.outputs.empty()) {
-    Collected c = workspace->Collect(request.outputs);
-    DescribeOutputs(c, r.text);
-    structured["outputs"] = std::move(c.files);
-    structured["outputs_skipped"] = std::move(c.skipped);
+  if (collected) {
+    DescribeOutputs(*collected, r.text);
+    structured["outputs"] = std::move(collected->files);
+    structured["outputs_skipped"] = std::move(collected->skipped);
   }
+  if (pooled) r.execution = "pre-warmed pool";
   r.mcp_result = {{"content", json::array({{{"type", "text"}, {"text", r.text}}})},
                   {"structuredContent", std::move(structured)},
                   {"isError", r.is_error}};
   return r;
 }
 
-BuiltinTools BuiltinTools::Default() {
+BuiltinTools BuiltinTools::Default(const ExecPool* pool) {
   BuiltinTools tools;
   tools.Add({.name = "sandbox__exec",
              .server = "sandbox",
              .definition = SandboxExecDefinition(),
-             .run = [](const json& arguments, const ToolEnv& env) -> Result<ToolResult> {
+             .run = [pool](const json& arguments, const ToolEnv& env) -> Result<ToolResult> {
                auto request = ParseExecArguments(arguments);
                if (!request) return request.status();
-               return RunSandboxExec(*request, env.profile, env.cancel);
+               return RunSandboxExec(*request, env.profile, env.cancel, pool);
              }});
   tools.Add({.name = "web__fetch",
              .server = "web",

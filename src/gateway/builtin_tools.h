@@ -19,6 +19,8 @@
 
 namespace warden::gateway {
 
+class ExecPool;
+
 // Each stream's captured output is cut here (and at the profile's output limit when lower): the
 // whole result goes back in one JSON-RPC line.
 inline constexpr uint64_t kExecOutputCapBytes = 1 << 20;
@@ -74,10 +76,16 @@ Result<ExecRequest> ParseExecArguments(const nlohmann::json& arguments);
 // Outputs are read without following symbolic links at any step (openat with O_NOFOLLOW from the
 // workspace's descriptor): a link planted by the command is reported, never read through.
 //
-// `cancel`, when set, ends the run: the `warden run` launcher is sent SIGKILL (its sandbox dies
-// with it) and the result has reason "signaled", exit code 137 and an error naming the cancel.
+// `cancel`, when set, ends the run: the `warden run` launcher (or the pooled sandbox) is sent
+// SIGKILL and the result has reason "signaled", exit code 137 and an error naming the cancel.
+//
+// `pool`, when set and serving `profile` (ExecPool::Serves), runs the call in a pre-warmed
+// sandbox whose own workspace gets the files before the command starts; the result is the same
+// (ToolResult::execution says "pre-warmed pool"). When the pool cannot take the call (not
+// running, refused), it runs cold.
 ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& profile,
-                          const std::shared_ptr<CancelToken>& cancel = nullptr);
+                          const std::shared_ptr<CancelToken>& cancel = nullptr,
+                          const ExecPool* pool = nullptr);
 
 // What a built-in tool runs with, besides its arguments.
 struct ToolEnv {
@@ -97,9 +105,9 @@ struct BuiltinTool {
 
 class BuiltinTools {
  public:
-  // The built-in set: sandbox__exec (server "sandbox") and web__fetch (server "web", egress from
-  // ToolEnv.policy's egress.allow).
-  static BuiltinTools Default();
+  // The built-in set: sandbox__exec (server "sandbox"; through `pool` when given, which must
+  // outlive the tools) and web__fetch (server "web", egress from ToolEnv.policy's egress.allow).
+  static BuiltinTools Default(const ExecPool* pool = nullptr);
   void Add(BuiltinTool tool) { tools_.push_back(std::move(tool)); }
   const std::vector<BuiltinTool>& list() const { return tools_; }
   // The tool named `name`, or nullptr.

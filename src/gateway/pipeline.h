@@ -48,6 +48,7 @@ struct ToolResult {
   nlohmann::json mcp_result;  // {content: [...], structuredContent?: {...}, isError?: bool}
   std::string text;           // the result's text content, for the audit summary
   bool is_error = false;
+  std::string execution;  // how the tool ran, when it knows more than the stage ("pre-warmed pool")
 };
 
 // Cancels one call in flight: the client sent notifications/cancelled, the session closed, or a

@@ -102,6 +102,8 @@ StageOutcome ExecuteStage::Run(CallContext& call) {
     return StageOutcome::Deny(Refusal::kInvalidArguments, "invalid arguments for " + call.tool +
                                                               ": " + result.status().message());
   call.result = std::move(*result);
+  if (!call.result->execution.empty() && !call.execution.empty())
+    call.execution += " (" + call.result->execution + ")";
   return StageOutcome::Continue();
 }
 

@@ -23,8 +23,8 @@ std::string BindSpec(const Bind& b) {
 
 }  // namespace
 
-std::vector<std::string> RunArgs(const Options& o, const std::string& record_path) {
-  std::vector<std::string> a = {"run"};
+std::vector<std::string> ProfileArgs(const Options& o) {
+  std::vector<std::string> a;
   auto add = [&a](const char* flag, std::string value) {
     a.emplace_back(flag);
     a.push_back(std::move(value));
@@ -43,12 +43,23 @@ std::vector<std::string> RunArgs(const Options& o, const std::string& record_pat
     for (const auto& p : o.protect) add("--protect", p);
   if (!o.workdir.empty()) add("--workdir", o.workdir);
   for (const auto& [k, v] : o.env) add("--env", k + "=" + v);
+  if (o.degrade.allow_no_landlock) add("--accept-missing", "landlock");
+  if (o.degrade.allow_no_cgroups) add("--accept-missing", "cgroups");
+  return a;
+}
+
+std::vector<std::string> RunArgs(const Options& o, const std::string& record_path) {
+  std::vector<std::string> a = {"run"};
+  std::vector<std::string> profile = ProfileArgs(o);
+  a.insert(a.end(), profile.begin(), profile.end());
+  auto add = [&a](const char* flag, std::string value) {
+    a.emplace_back(flag);
+    a.push_back(std::move(value));
+  };
   add("--net", o.net == NetMode::kProxy ? "proxy" : "none");
   for (const auto& h : o.allow) add("--allow", h);
   for (const auto& [h, ip] : o.resolve) add("--resolve", h + "=" + ip);
   if (!o.backend.empty() && o.backend != "native") add("--backend", o.backend);
-  if (o.degrade.allow_no_landlock) add("--accept-missing", "landlock");
-  if (o.degrade.allow_no_cgroups) add("--accept-missing", "cgroups");
   if (!record_path.empty()) add("--json", record_path);
   a.emplace_back("--");
   a.insert(a.end(), o.argv.begin(), o.argv.end());

@@ -22,6 +22,10 @@ namespace warden::sandbox {
 // expressible (always "sandbox").
 std::vector<std::string> RunArgs(const Options& options, const std::string& record_path = "");
 
+// The part of RunArgs that `warden pool start` takes too: limits, binds, protected paths, workdir,
+// environment and degradations (no network, backend, record or command).
+std::vector<std::string> ProfileArgs(const Options& options);
+
 // The warden binary to launch: $WARDEN_BIN when set (tests), else this process's own executable
 // when it is a warden binary (its name starts with "warden"), else "" (launching then fails).
 std::string LauncherBinary();

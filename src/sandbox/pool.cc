@@ -38,6 +38,7 @@
 #include "sandbox/profile.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/sync.h"
+#include "sandbox/workspace_dir.h"
 
 namespace warden::sandbox::pool {
 namespace {
@@ -83,7 +84,8 @@ std::vector<std::string> BuildEnv(const Options& o, const std::string& term, std
   return out;
 }
 
-enum class SlotState { kStarting, kReady, kClaimed };
+// kHeld: assigned to a client that asked for the workspace, waiting for its "start".
+enum class SlotState { kStarting, kReady, kHeld, kClaimed };
 
 // One pooled sandbox, from its clone to its reaping.
 struct Slot {
@@ -102,6 +104,14 @@ struct Slot {
   uint64_t client = 0;  // 0: unclaimed, or the client went away
   Options run;          // the claim's effective options
   bool exited = false;
+  // Its workspace: the directory's name under the pool's workspace base ("": none, or handed to
+  // the client), removed with the slot (the sandbox is dead by then: Drop reaps it first).
+  std::string workspace;
+  int workspace_base_fd = -1;
+
+  ~Slot() {
+    if (!workspace.empty()) workspace::RemoveTree(workspace_base_fd, workspace);
+  }
 };
 
 struct Client {
@@ -111,6 +121,14 @@ struct Client {
   std::string term;
   std::vector<UniqueFd> stdio;
   uint64_t slot = 0;  // 0 while waiting
+  bool wants_workspace = false;
+  // After the result: the sandbox's workspace, kept for the client to read until it disconnects.
+  std::string workspace;
+  int workspace_base_fd = -1;
+
+  ~Client() {
+    if (!workspace.empty()) workspace::RemoveTree(workspace_base_fd, workspace);
+  }
 };
 
 // What an epoll event belongs to: the kind in the top byte, a slot or client id below.
@@ -130,6 +148,12 @@ uint64_t Tag(Kind k, uint64_t id = 0) { return (static_cast<uint64_t>(k) << 56) 
 class Server {
  public:
   explicit Server(const PoolConfig& config) : config_(config) {}
+  ~Server() {
+    slots_.clear();  // their workspaces first: they live in the base
+    clients_.clear();
+    workspace_base_fd_.reset();
+    if (!workspace_base_.empty()) rmdir(workspace_base_.c_str());
+  }
   int Serve();
 
  private:
@@ -145,6 +169,7 @@ class Server {
   void OnTick();
   void Dispatch();
   bool ClaimFor(Slot& s, Client& c);
+  bool Start(Slot& s, Client& c);
   void Kill(Slot& s, Reason why);
   RunResult Collect(Slot& s, int status, const struct rusage& ru);
   void Drop(uint64_t slot_id);
@@ -159,6 +184,8 @@ class Server {
   bool profile_cgroup_ = false;  // sandboxes get a cgroup (memory, pids or cpu limits)
   std::vector<std::string> degraded_;
   UniqueFd listen_, epoll_, sigfd_, tick_;
+  std::string workspace_base_;  // private parent of the sandboxes' workspaces (config_.workspace)
+  UniqueFd workspace_base_fd_;
   std::map<uint64_t, std::unique_ptr<Slot>> slots_;
   std::map<uint64_t, std::unique_ptr<Client>> clients_;
   std::deque<uint64_t> waiting_;
@@ -226,7 +253,17 @@ Status Server::Launch() {
   contain::ChildSpec spec;
   spec.pooled = true;
   spec.ids = user::ChooseFromParent();
-  auto plan = mnt::PlanFromParent(profile_, spec.ids.inside_uid, spec.ids.inside_gid);
+  Options built = profile_;
+  if (config_.workspace) {
+    auto dir = workspace::MakeOwnedDir(workspace_base_fd_.get(), std::to_string(slot->id), spec.ids);
+    if (!dir) return dir.status().Wrap("the sandbox's workspace in " + workspace_base_);
+    slot->workspace = std::to_string(slot->id);
+    slot->workspace_base_fd = workspace_base_fd_.get();
+    built.binds.push_back({.host = workspace_base_ + "/" + slot->workspace,
+                           .inside = kWorkspaceInside,
+                           .writable = true});
+  }
+  auto plan = mnt::PlanFromParent(built, spec.ids.inside_uid, spec.ids.inside_gid);
   if (!plan) return plan.status();
   spec.plan = std::move(*plan);
   if (landlock::AbiVersion() <= 0) {
@@ -398,7 +435,21 @@ void Server::Dispatch() {
   }
 }
 
+// Gives ready sandbox `s` to client `c`: at once, or, when the client wants the workspace, after
+// it has filled it (its "start"). False when the sandbox turned out to be dead.
 bool Server::ClaimFor(Slot& s, Client& c) {
+  if (!c.wants_workspace) return Start(s, c);
+  s.state = SlotState::kHeld;
+  s.client = c.id;
+  s.run = c.run;
+  c.slot = s.id;
+  // A client gone meanwhile is seen at its hang-up, which ends the sandbox.
+  Send(c.conn.get(), {{"workspace", workspace_base_ + "/" + s.workspace}});
+  return true;
+}
+
+// Sends the command to sandbox `s` and starts its clocks.
+bool Server::Start(Slot& s, Client& c) {
   const Options& run = c.run;
   contain::ChildSpec cmd;
   cmd.argv = run.argv;
@@ -438,7 +489,7 @@ bool Server::ClaimFor(Slot& s, Client& c) {
 RunResult Server::Collect(Slot& s, int status, const struct rusage& ru) {
   RunResult r = s.result;
   const Options& o = s.run;
-  r.wall_ms = s.ended_ms - s.claimed_ms;
+  r.wall_ms = s.claimed_ms ? s.ended_ms - s.claimed_ms : 0;
   r.cpu_ms = static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
              static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
   r.peak_memory_bytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024;
@@ -524,12 +575,24 @@ void Server::OnExit(Slot& s) {
   struct rusage ru = {};
   wait4(s.pid, &status, __WALL, &ru);
   s.pid = -1;
-  if (s.state == SlotState::kClaimed && s.client != 0) {
+  if ((s.state == SlotState::kClaimed || s.state == SlotState::kHeld) && s.client != 0) {
+    if (s.state == SlotState::kHeld && s.setup_error.empty() && s.host_signal == 0) {
+      ++failed_;
+      s.setup_error = "the pooled sandbox was lost before its command started";
+    }
     RunResult r = Collect(s, status, ru);
     auto it = clients_.find(s.client);
     if (it != clients_.end()) {
-      Send(it->second->conn.get(), {{"result", nlohmann::json::parse(ToJson(r))}});
-      DropClient(s.client);
+      Client& c = *it->second;
+      Send(c.conn.get(), {{"result", nlohmann::json::parse(ToJson(r))}});
+      if (s.workspace.empty()) {
+        DropClient(s.client);
+      } else {
+        // The client reads what the command wrote, then hangs up: the workspace goes then.
+        c.workspace = std::move(s.workspace);
+        c.workspace_base_fd = s.workspace_base_fd;
+        s.workspace.clear();
+      }
     }
   } else if (s.state == SlotState::kClaimed && s.claimed_ms == 0) {
     ++failed_;  // died as it was being handed out; its client was given another
@@ -576,7 +639,7 @@ nlohmann::json Server::StatusJson() const {
                       {"size", config_.size},
                       {"ready", Count(SlotState::kReady)},
                       {"starting", Count(SlotState::kStarting)},
-                      {"in_use", Count(SlotState::kClaimed)},
+                      {"in_use", Count(SlotState::kClaimed) + Count(SlotState::kHeld)},
                       {"waiting", waiting_.size()},
                       {"started", started_},
                       {"failed", failed_},
@@ -592,6 +655,7 @@ nlohmann::json Server::StatusJson() const {
   for (const auto& [id, s] : slots_) {
     const char* state = s->state == SlotState::kReady      ? "ready"
                         : s->state == SlotState::kStarting ? "starting"
+                        : s->state == SlotState::kHeld     ? "held"
                                                            : "in_use";
     list.push_back({{"pid", s->pid}, {"state", state}, {"age_ms", now - s->created_ms}});
   }
@@ -658,6 +722,20 @@ void Server::OnClient(Client& c) {
     }
     return;
   }
+  if (body.value("op", "") == "start") {
+    auto it = c.slot ? slots_.find(c.slot) : slots_.end();
+    // Not held any more: it ended meanwhile, and its result was sent or is coming.
+    if (it == slots_.end() || it->second->state != SlotState::kHeld) return;
+    if (!Start(*it->second, c)) {
+      RunResult r;
+      r.exit_code = 125;
+      r.reason = Reason::kSetupError;
+      r.error = "the pooled sandbox was lost before its command started";
+      Send(c.conn.get(), {{"result", nlohmann::json::parse(ToJson(r))}});
+      DropClient(c.id);
+    }
+    return;
+  }
   if (body.value("op", "") != "run" || c.slot != 0 || !c.stdio.empty()) {
     Send(c.conn.get(), {{"refused", "pool: unexpected message"}});
     DropClient(c.id);
@@ -669,6 +747,9 @@ void Server::OnClient(Client& c) {
                                   : requested.status();
   if (effective.ok() && m->fds.size() != 3)
     effective = Status::Error("pool request without the three standard streams");
+  const bool wants_workspace = body.value("workspace", false);
+  if (effective.ok() && wants_workspace && !config_.workspace)
+    effective = Status::Error("this pool's sandboxes have no workspace (start it with --workspace)");
   if (!effective.ok()) {
     ++refused_;
     Send(c.conn.get(), {{"refused", effective.status().message()}});
@@ -678,6 +759,7 @@ void Server::OnClient(Client& c) {
   c.run = std::move(*effective);
   c.term = body.value("term", "");
   c.stdio = std::move(m->fds);
+  c.wants_workspace = wants_workspace;
   Send(c.conn.get(), {{"accepted", true}, {"output_limit_bytes", c.run.output_limit_bytes}});
   waiting_.push_back(c.id);
   Dispatch();
@@ -732,6 +814,17 @@ int Server::Serve() {
     return fail("--net proxy/--allow: pooled sandboxes have no network (run those without --pool)");
   }
   if (Status st = Validate(profile_); !st.ok()) return fail(st.message());
+  if (config_.workspace) {
+    for (const Bind& b : profile_.binds) {
+      const std::string& inside = b.inside.empty() ? b.host : b.inside;
+      if (inside == kWorkspaceInside || inside.starts_with(std::string(kWorkspaceInside) + "/"))
+        return fail("--workspace: the profile already binds " + inside + ", where it goes");
+    }
+    auto base = workspace::MakePrivateParent(workspace::TempBase(), "warden-pool-",
+                                             user::ChooseFromParent(), &workspace_base_fd_);
+    if (!base) return fail("--workspace: " + base.status().message());
+    workspace_base_ = *base;
+  }
   profile_cgroup_ = profile_.memory_bytes || profile_.pids || profile_.cpu_ms;
   if (profile_cgroup_) {
     cgroup::SweepStale();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -24,7 +25,13 @@ struct PoolConfig {
   uint64_t idle_timeout_ms =
       0;            // a ready sandbox older than this is destroyed and replaced; 0: never
   Options profile;  // what every sandbox is built from (argv ignored)
+  // Each sandbox gets a fresh, empty host directory bound read-write at kWorkspaceInside (the
+  // default working directory), made when the sandbox is built and removed after its one use.
+  bool workspace = false;
 };
+
+// Where a pool's per-sandbox workspace appears inside.
+inline constexpr const char* kWorkspaceInside = "/work";
 
 // Runs the pool in the foreground until SIGINT, SIGTERM or SIGHUP; then destroys every sandbox,
 // removes the socket and returns 0. Returns 125 (after printing why to stderr) when the profile
@@ -53,8 +60,25 @@ std::vector<Bind> NormalizeBinds(const std::vector<Bind>& binds);
 // the reason in `error`. With `forward_signals`, SIGINT/SIGTERM/SIGHUP/SIGQUIT to this process
 // end the sandbox (reported as sandbox::Run does); leave it off in multi-threaded callers.
 // Thread-safe otherwise.
+//
+// `extra`, when given, adds to the run and reports on it:
+struct PooledRun {
+  // Asks for the sandbox's workspace (the pool must have one). `prepare` is called with its host
+  // path once a sandbox is assigned and before the command starts (the sandbox waits for it); an
+  // error from it ends the run before anything ran (setup_error). `finish` is called after the
+  // result, while the workspace still exists: the pool removes it when the connection closes.
+  bool workspace = false;
+  std::function<Status(const std::string& host_path)> prepare;
+  std::function<void()> finish;
+  // Called once the pool accepted the request, with a function that ends the run (SIGKILL, as a
+  // forwarded signal). It may be called from any thread, and after the run (then it does nothing).
+  std::function<void(std::function<void()> kill)> on_accepted;
+  // Out: true when nothing ran because the pool could not be reached or refused the options (the
+  // caller may run the command cold instead).
+  bool not_served = false;
+};
 RunResult RunPooled(const std::string& socket_path, const Options& options, const Io& io = {},
-                    bool forward_signals = false);
+                    bool forward_signals = false, PooledRun* extra = nullptr);
 
 // The pool's state: size, ready, starting, in_use, waiting, started, failed, refills, expired,
 // served, refused, idle_timeout_ms (and last_error when a sandbox failed to build).

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <memory>
 #include <optional>
 
 #include "common/unique_fd.h"
@@ -51,9 +52,6 @@ Result<UniqueFd> Connect(const std::string& path) {
   }
   return fd;
 }
-
-
-
 
 struct Stream {
   UniqueFd fd;
@@ -100,14 +98,20 @@ void Relay(StdinPlan& in) {
 }  // namespace
 
 RunResult RunPooled(const std::string& socket_path, const Options& options, const Io& io,
-                    bool forward_signals) {
+                    bool forward_signals, PooledRun* extra) {
+  PooledRun none;
+  PooledRun& x = extra ? *extra : none;
+  x.not_served = false;
   if (options.argv.empty())
     return SetupError(
         "no command given: usage: warden run --pool PATH [OPTIONS] -- COMMAND [ARG...]");
   Options request = options;
   request.binds = NormalizeBinds(options.binds);
   auto conn = Connect(socket_path);
-  if (!conn) return SetupError(conn.status().message());
+  if (!conn) {
+    x.not_served = true;
+    return SetupError(conn.status().message());
+  }
   auto in = PlanStdin(io.stdin_fd);
   if (!in) return SetupError(in.status().message());
   int po[2], pe[2];
@@ -135,7 +139,9 @@ RunResult RunPooled(const std::string& socket_path, const Options& options, cons
     if (forward_signals) sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   };
 
-  Status sent = Send(conn->get(), RunRequest(request),
+  nlohmann::json body = RunRequest(request);
+  if (x.workspace) body["workspace"] = true;
+  Status sent = Send(conn->get(), body,
                      {in->child_end.get(), child_out.get(), child_err.get()});
   in->child_end.reset();
   child_out.reset();
@@ -151,9 +157,17 @@ RunResult RunPooled(const std::string& socket_path, const Options& options, cons
   }
   if (reply->body.contains("refused")) {
     restore();
+    x.not_served = true;
     return SetupError(reply->body.value("refused", "refused by the pool"));
   }
   const uint64_t limit = reply->body.value("output_limit_bytes", options.output_limit_bytes);
+  if (x.on_accepted) {
+    // A descriptor of its own, so that a late kill never writes to a reused number.
+    auto killer = std::make_shared<UniqueFd>(fcntl(conn->get(), F_DUPFD_CLOEXEC, 0));
+    x.on_accepted([killer] {
+      if (killer->valid()) Send(killer->get(), {{"kill", "signal"}, {"signal", SIGKILL}});
+    });
+  }
 
   std::optional<nlohmann::json> record;
   bool out_open = true, err_open = true, conn_open = true, limit_sent = false;
@@ -181,10 +195,19 @@ RunResult RunPooled(const std::string& socket_path, const Options& options, cons
     }
     if (p[2].revents) {
       auto m = Receive(conn->get());
-      if (!m)
+      if (!m) {
         conn_open = false;
-      else if (m->body.contains("result"))
+      } else if (m->body.contains("result")) {
         record = m->body["result"];
+      } else if (m->body.contains("workspace") && x.workspace) {
+        // A sandbox is ours and waits: fill its workspace, then let the command start.
+        Status st = x.prepare ? x.prepare(m->body.value("workspace", "")) : Status::Ok();
+        if (!st.ok()) {
+          restore();
+          return SetupError(st.Wrap("workspace").message());  // closing ends the sandbox
+        }
+        Send(conn->get(), {{"op", "start"}});
+      }
       if (record) conn_open = false;
     }
     if (p[3].revents) Relay(*in);
@@ -201,6 +224,7 @@ RunResult RunPooled(const std::string& socket_path, const Options& options, cons
                       ": the pool closed the connection before the result (was it stopped?)");
   auto r = ResultFromJson(*record);
   if (!r) return SetupError(r.status().Wrap("--pool " + socket_path).message());
+  if (x.workspace && x.finish) x.finish();
   r->stdout_truncated = out.truncated;
   r->stderr_truncated = err.truncated;
   r->stdout_bytes = out.delivered;

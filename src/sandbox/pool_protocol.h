@@ -38,6 +38,10 @@ Result<Message> Receive(int sock);
 nlohmann::json RunRequest(const Options& options);
 // The inverse, for the server. Error names the malformed field.
 Result<Options> OptionsFromRequest(const nlohmann::json& request);
+// A request may add "workspace": true (the pool must have been started with one): the server then
+// assigns a sandbox, sends {"workspace": HOST_PATH} and waits for {"op":"start"} before the
+// command starts, so that the client can put files there; after the result it keeps the
+// directory until the client closes the connection (to collect what the command wrote).
 // {"kill":"output_limit"} or {"kill":"signal","signal":N}: the client asks to end its sandbox.
 
 // ---- server -> client ----

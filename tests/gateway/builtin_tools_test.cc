@@ -14,11 +14,43 @@
 #include <optional>
 #include <thread>
 
+#include "gateway/exec_pool.h"
+#include "sandbox/pool.h"
 #include "gateway/web_fetch.h"
 #include "testing.h"
 
 namespace warden::gateway {
 namespace {
+
+// builtin_tools_pooled_test.cc compiles this file again with a pre-warmed pool (ExecPool) for
+// the default profile, as `warden serve` runs sandbox__exec: every test then also runs pooled.
+#ifdef WARDEN_EXEC_POOLED
+std::unique_ptr<ExecPool>& PoolSlot() {
+  static std::unique_ptr<ExecPool> pool;
+  return pool;
+}
+const ExecPool* ExecPoolForTests() { return PoolSlot().get(); }
+class ExecPoolEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    auto pool = ExecPool::Start(DefaultExecProfile(), 2);
+    ASSERT_TRUE(pool.ok()) << pool.status().message();
+    PoolSlot() = std::move(*pool);
+    // Until the pool is up, calls run cold (as in `warden serve`'s first moments): wait for it.
+    for (int i = 0; i < 500; ++i) {
+      auto status = sandbox::pool::QueryStatus(PoolSlot()->socket());
+      if (status.ok() && (*status)["ready"].get<int>() >= 2) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    FAIL() << "the exec pool did not get ready in 10 s";
+  }
+  void TearDown() override { PoolSlot().reset(); }
+};
+[[maybe_unused]] ::testing::Environment* const kPoolEnvironment =
+    ::testing::AddGlobalTestEnvironment(new ExecPoolEnvironment);
+#else
+const ExecPool* ExecPoolForTests() { return nullptr; }
+#endif
 
 using nlohmann::json;
 
@@ -105,7 +137,11 @@ TEST(ExecDefinition, DeclaresTheInputSchema) {
 ToolResult Exec(const json& arguments, sandbox::Options profile = DefaultExecProfile()) {
   auto request = ParseExecArguments(arguments);
   EXPECT_TRUE(request.ok()) << request.status().message();
-  return RunSandboxExec(*request, profile);
+  ToolResult r = RunSandboxExec(*request, profile, nullptr, ExecPoolForTests());
+  // Pooled exactly when the pool holds the profile; cold otherwise (a profile of its own).
+  const bool pooled = ExecPoolForTests() != nullptr && ExecPoolForTests()->Serves(profile);
+  EXPECT_EQ(r.execution, pooled ? "pre-warmed pool" : "") << arguments.dump();
+  return r;
 }
 
 TEST(SandboxExec, EchoReturnsItsOutputAsTextAndStructuredContent) {
@@ -394,6 +430,9 @@ TEST(SandboxExec, WorkspaceIsPrivateAndRemovedAfterTheCall) {
 
 TEST(SandboxExec, TmpdirTheSandboxUserCannotReachIsASetupErrorSayingSo) {
   if (geteuid() != 0) GTEST_SKIP() << "only as root is the sandbox's user someone else";
+  if (ExecPoolForTests())
+    GTEST_SKIP() << "a pooled workspace is made by the pool when it starts, not under the call's "
+                    "TMPDIR (pool_workspace_test covers where it goes)";
   testing::TempDir tmp;  // 0700, root's
   ScopedTmpdir scoped(tmp.path());
   ToolResult r = Exec({{"command", "true"}, {"files", {{"a", "b"}}}});
@@ -409,8 +448,11 @@ TEST(SandboxExec, ProtectedPathsDoNotApplyInTheFreshWorkspace) {
 }
 
 TEST(SandboxExec, NoWorkspaceWithoutFilesOutputsOrLanguage) {
-  ToolResult r = Exec({{"command", "pwd; test -e /work && echo has-work || echo no-work"}});
-  EXPECT_EQ(r.mcp_result["structuredContent"]["stdout"], "/tmp\nno-work\n") << r.mcp_result.dump();
+  ToolResult r = Exec({{"command", "pwd; ls -A /work 2>/dev/null && echo has-work || echo no-work"}});
+  // A pooled sandbox always has its (empty) workspace: it was bound when the sandbox was built.
+  EXPECT_EQ(r.mcp_result["structuredContent"]["stdout"],
+            ExecPoolForTests() ? "/tmp\nhas-work\n" : "/tmp\nno-work\n")
+      << r.mcp_result.dump();
   EXPECT_FALSE(r.mcp_result["structuredContent"].contains("outputs"));
   ExpectConforms(r);
 }
@@ -436,7 +478,7 @@ TEST(SandboxExecCancel, CancelFromAnotherThreadKillsTheSandboxAtOnce) {
     cancel->Cancel("client sent notifications/cancelled");
   });
   auto start = std::chrono::steady_clock::now();
-  ToolResult r = RunSandboxExec(*request, DefaultExecProfile(), cancel);
+  ToolResult r = RunSandboxExec(*request, DefaultExecProfile(), cancel, ExecPoolForTests());
   auto took = std::chrono::steady_clock::now() - start;
   canceller.join();
   const json& s = r.mcp_result["structuredContent"];
@@ -465,7 +507,7 @@ TEST(SandboxExecCancel, AlreadyCancelledCallDoesNotRun) {
   cancel->Cancel("kill switch");
   auto request = ParseExecArguments({{"command", "sleep 5"}, {"files", {{"f", ""}}}});
   auto start = std::chrono::steady_clock::now();
-  ToolResult r = RunSandboxExec(*request, DefaultExecProfile(), cancel);
+  ToolResult r = RunSandboxExec(*request, DefaultExecProfile(), cancel, ExecPoolForTests());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   EXPECT_EQ(r.mcp_result["structuredContent"]["reason"], "signaled") << r.mcp_result.dump();
   EXPECT_EQ(r.mcp_result["structuredContent"]["wall_ms"], 0);

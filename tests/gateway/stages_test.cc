@@ -4,7 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
 #include "gateway/default_policy.h"
+#include "gateway/exec_pool.h"
+#include "sandbox/pool.h"
 #include "testing.h"
 
 namespace warden::gateway {
@@ -219,6 +226,57 @@ defaults:
       << (*entries)[0].reason;
   EXPECT_NE((*entries)[0].reason.find("backend native"), std::string::npos) << (*entries)[0].reason;
   EXPECT_NE((*entries)[1].reason.find("ran in sandbox profile 'default', backend native"),
+            std::string::npos)
+      << (*entries)[1].reason;
+}
+
+// With a pre-warmed pool for the default profile (as `warden serve` runs), calls on that profile
+// run pooled and say so in the audit entry; a call the policy gives another profile runs cold.
+TEST(StandardPipeline, AuditEntrySaysWhenThePreWarmedPoolRanTheCode) {
+  if (geteuid() != 0) GTEST_SKIP() << "the default profile's cgroup limits need root";
+  TempDir dir;
+  policy::PolicyHolder holder(PolicyFromText(R"(version: 1
+sandbox:
+  profiles:
+    default: { timeout: 20s }
+    strict: { timeout: 10s }
+tools:
+  - match: { tool: "sandbox__exec", args: { "/command": { prefix: "echo strict" } } }
+    risk: low
+    sandbox: strict
+  - match: { tool: "sandbox__exec" }
+    risk: low
+defaults:
+  effect_by_risk: { low: allow, medium: allow, high: deny }
+)"));
+  auto pool = ExecPool::Start(holder.Current()->sandbox.profiles.at("default"), 1);
+  ASSERT_TRUE(pool.ok()) << pool.status().message();
+  bool ready = false;
+  for (int i = 0; i < 500 && !ready; ++i) {
+    auto status = sandbox::pool::QueryStatus((*pool)->socket());
+    ready = status.ok() && (*status)["ready"].get<int>() >= 1;
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(ready) << "the pool did not get ready";
+  KillSwitches kills;
+  BuiltinTools tools = BuiltinTools::Default(pool->get());
+  auto log = OpenAudit(dir.File("a.db"));
+  auto p = BuildStandardPipeline({&holder, &kills, &tools, log.get(), {"", "alice", "", ""}});
+  for (const char* command : {"echo strict", "echo plain"}) {
+    CallContext call;
+    call.tool = "sandbox__exec";
+    call.arguments = {{"command", command}};
+    ASSERT_EQ(p->Run(call).result, StageResult::kContinue) << call.verdict.reason;
+    EXPECT_EQ(call.result->mcp_result["structuredContent"]["stdout"],
+              std::string(command).substr(5) + "\n");
+  }
+  auto entries = log->Tail(2);
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 2u);
+  EXPECT_EQ((*entries)[0].reason.find("pre-warmed pool"), std::string::npos)
+      << (*entries)[0].reason;
+  EXPECT_NE((*entries)[1].reason.find(
+                "ran in sandbox profile 'default', backend native (pre-warmed pool)"),
             std::string::npos)
       << (*entries)[1].reason;
 }
