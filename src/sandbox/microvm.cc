@@ -9,8 +9,10 @@
 #include <grp.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -26,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -36,6 +39,8 @@
 #include "sandbox/backends.h"
 #include "sandbox/microvm_blob.h"
 #include "sandbox/microvm_cpio.h"
+#include "sandbox/microvm_egress.h"
+#include "sandbox/microvm_init/egress_wire.h"
 
 namespace warden::sandbox {
 namespace {
@@ -97,14 +102,72 @@ Result<Installation> Locate() {
 struct Share {
   std::string host, inside;
   bool writable = false;
+  int file_bind = -1;  // >= 0: a single-file bind, index into GuestPlan::files (host is its staging dir)
 };
+
+// A --ro/--rw of one file. 9p shares directories, so QEMU gets a private directory holding only a
+// bind of the file (StageFileBindsInChild), made in QEMU's own mount namespace.
+struct FileBind {
+  std::string host;  // canonical path
+  UniqueFd pinned;   // O_PATH, opened once and checked: the bind is made from it, never from the path
+  bool writable = false;
+};
+
+// Where QEMU's mount namespace stages single-file binds (a tmpfs mounted there in that namespace
+// only; the host's /run/warden is untouched).
+constexpr const char* kFileStage = "/run/warden";
 
 struct GuestPlan {
   std::vector<Share> shares;
   std::vector<std::pair<std::string, std::string>> links;  // guest path -> target
   std::map<std::string, std::string> etc_files;            // guest path (no leading /) -> contents
+  std::vector<FileBind> files;
+  // Protected paths in --rw shares, in mount order: guest path -> read-only (the path itself) or
+  // not (an ancestor made a mount point of itself, so that it cannot be renamed away).
+  std::vector<std::pair<std::string, bool>> self_binds;
   std::string workdir;
+  uid_t uid = 65534;
+  gid_t gid = 65534;
+  int egress_port = 0;  // guest 127.0.0.1 port of the egress relays; 0: no egress
+  std::map<std::string, std::string> egress_env;  // HTTP_PROXY and friends
 };
+
+// Opens a single-file bind's source once, without following a final symlink, and checks it is
+// the regular file realpath named; the bind is later made from this descriptor.
+Result<FileBind> PinFile(const char* flag, const std::string& given, const char* real) {
+  if (geteuid() != 0) {
+    return Status::Error(std::string(flag) + " " + given +
+                         ": single-file binds with --backend microvm need warden to run as root (a bind mount in "
+                         "QEMU's own mount namespace); share the directory that holds it");
+  }
+  FileBind f{real, UniqueFd(open(real, O_PATH | O_NOFOLLOW | O_CLOEXEC)), false};
+  struct stat by_fd, by_path;
+  if (!f.pinned.valid() || fstat(f.pinned.get(), &by_fd) != 0) return Status::FromErrno(std::string(flag) + " " + given, errno);
+  if (lstat(real, &by_path) != 0 || !S_ISREG(by_fd.st_mode) || by_fd.st_dev != by_path.st_dev ||
+      by_fd.st_ino != by_path.st_ino) {
+    return Status::Error(std::string(flag) + " " + given + ": changed while warden was opening it");
+  }
+  return f;
+}
+
+// As native and gvisor: every existing protected path below a writable share becomes a read-only
+// bind of itself in the guest, its ancestors below the share plain binds of themselves (a mount
+// point cannot be renamed or removed). Absent paths and paths through a symlink are skipped.
+void PlanProtectedPaths(const std::vector<std::string>& protect, const std::string& host, const std::string& inside,
+                        std::vector<std::pair<std::string, bool>>* binds) {
+  for (std::string p : protect) {
+    while (!p.empty() && p.back() == '/') p.pop_back();
+    const std::string path = host + "/" + p;
+    struct stat st;
+    char real[PATH_MAX];
+    if (p.empty() || lstat(path.c_str(), &st) != 0 || realpath(path.c_str(), real) == nullptr || path != real) continue;
+    for (size_t pos = p.find('/'); pos != std::string::npos; pos = p.find('/', pos + 1)) {
+      std::pair<std::string, bool> anchor{inside + "/" + p.substr(0, pos), false};
+      if (std::find(binds->begin(), binds->end(), anchor) == binds->end()) binds->push_back(anchor);
+    }
+    binds->push_back({inside + "/" + p, true});
+  }
+}
 
 Result<GuestPlan> PlanGuest(const Options& o) {
   GuestPlan plan;
@@ -127,10 +190,14 @@ Result<GuestPlan> PlanGuest(const Options& o) {
   for (const char* file : {"/etc/ld.so.cache", "/etc/ssl/openssl.cnf"}) {
     if (access(file, R_OK) == 0) plan.etc_files[file + 1] = ReadFile(file);
   }
-  plan.etc_files["etc/passwd"] =
-      "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nsandbox:x:1000:1000:sandbox:/tmp:/bin/sh\n"
-      "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
-  plan.etc_files["etc/group"] = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n";
+  // The command runs as the ids QEMU has on the host (as gvisor does): 9p shows the guest the host's
+  // owners, so a --rw directory writable by 65534 under native is writable in the VM too.
+  plan.uid = geteuid() == 0 ? 65534 : geteuid();
+  plan.gid = geteuid() == 0 ? 65534 : getegid();
+  const std::string uid = std::to_string(plan.uid), gid = std::to_string(plan.gid);
+  plan.etc_files["etc/passwd"] = "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\nsandbox:x:" + uid + ":" + gid +
+                                 ":sandbox:/tmp:/bin/sh\n";
+  plan.etc_files["etc/group"] = "root:x:0:\nsandbox:x:" + gid + ":\n";
   plan.etc_files["etc/hosts"] = "127.0.0.1\tlocalhost " + o.hostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n";
   plan.etc_files["etc/resolv.conf"] = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n";
   plan.etc_files["etc/nsswitch.conf"] = "passwd: files\ngroup: files\nhosts: files dns\n";
@@ -143,16 +210,31 @@ Result<GuestPlan> PlanGuest(const Options& o) {
       return Status::FromErrno(std::string(flag) + " " + b.host, errno);
     }
     struct stat st;
-    if (stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return Status::Error(std::string(flag) + " " + b.host +
-                           ": the microvm backend shares directories only (9p); share the directory that holds it");
+    if (stat(real, &st) != 0 || (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))) {
+      return Status::Error(std::string(flag) + " " + b.host + ": the microvm backend binds directories and regular files only");
     }
     std::string inside = b.inside.empty() ? std::string(real) : b.inside;
-    if (inside == "/" || inside == "/proc" || inside == "/sys" || inside == "/dev") {
+    if (inside == "/" || inside == "/proc" || inside == "/sys" || inside == "/dev" || inside == "/warden" || inside.rfind("/warden/", 0) == 0 ||
+        inside == "/init") {
       return Status::Error(std::string(flag) + " " + b.host + ":" + inside + ": " + inside + " is managed by warden");
     }
+    if (S_ISREG(st.st_mode)) {
+      auto file = PinFile(flag, b.host, real);
+      if (!file.ok()) return file.status();
+      file->writable = b.writable;
+      plan.shares.push_back({std::string(kFileStage) + "/f" + std::to_string(plan.files.size()), inside, b.writable,
+                             static_cast<int>(plan.files.size())});
+      plan.files.push_back(std::move(*file));
+      continue;
+    }
+    if (std::string(real).rfind(std::string(kFileStage) + "/", 0) == 0 || real == std::string(kFileStage)) {
+      // QEMU's staging tmpfs would hide it (only when file binds are staged; refused always, for one rule).
+      return Status::Error(std::string(flag) + " " + b.host + ": directories under " + kFileStage +
+                           " cannot be shared with --backend microvm");
+    }
     plan.shares.push_back({real, inside, b.writable});
-    if (b.writable && first_writable.empty()) first_writable = inside;
+    if (b.writable) PlanProtectedPaths(o.protect, real, inside, &plan.self_binds);
+    if (b.writable && first_writable.empty()) first_writable = inside;  // directories only: a file is no workdir
   }
   plan.workdir = !o.workdir.empty() ? o.workdir : (!first_writable.empty() ? first_writable : "/tmp");
   return plan;
@@ -172,9 +254,14 @@ std::string BuildSpec(const Options& o, const GuestPlan& plan) {
   std::map<std::string, std::string> env = {
       {"PATH", kDefaultPath}, {"HOME", "/tmp"}, {"LANG", "C.UTF-8"}, {"USER", "sandbox"}, {"TERM", "dumb"}};
   if (const char* term = getenv("TERM"); term != nullptr && *term) env["TERM"] = term;
+  for (const auto& [k, v] : plan.egress_env) env[k] = v;
   for (const auto& [k, v] : o.env) env[k] = v;
   for (const auto& [k, v] : env) AddField(&spec, "env", k + "=" + v);
+  if (plan.egress_port) AddField(&spec, "egress_port", std::to_string(plan.egress_port));
+  for (const auto& [path, read_only] : plan.self_binds) AddField(&spec, "self_bind", (read_only ? "ro:" : "rw:") + path);
   AddField(&spec, "workdir", plan.workdir);
+  AddField(&spec, "uid", std::to_string(plan.uid));
+  AddField(&spec, "gid", std::to_string(plan.gid));
   AddField(&spec, "tmpfs_size", std::to_string(o.tmpfs_bytes));
   AddField(&spec, "hostname", o.hostname);
   if (o.memory_bytes) AddField(&spec, "memory", std::to_string(o.memory_bytes));
@@ -183,7 +270,8 @@ std::string BuildSpec(const Options& o, const GuestPlan& plan) {
   for (const auto& [name, target] : plan.links) AddField(&spec, "link", name + "=" + target);
   for (size_t i = 0; i < plan.shares.size(); ++i) {
     const Share& s = plan.shares[i];
-    AddField(&spec, "share", "w" + std::to_string(i) + ":" + (s.writable ? "rw" : "ro") + ":" + s.inside);
+    AddField(&spec, s.file_bind >= 0 ? "file" : "share",
+             "w" + std::to_string(i) + ":" + (s.writable ? "rw" : "ro") + ":" + s.inside);
   }
   return spec;
 }
@@ -225,9 +313,11 @@ struct Launch {
   const Installation* inst = nullptr;
   const GuestPlan* plan = nullptr;
   uint64_t vm_memory = kDefaultVmMemory;
+  microvm::EgressBridge* egress = nullptr;  // set: the guest gets the egress ports
 };
 
-std::vector<std::string> QemuArgs(const Launch& l, int first_fd, int initrd_fd) {
+// `first_egress_fd`: the first of wire::kEgressPorts descriptors, when l.egress is set.
+std::vector<std::string> QemuArgs(const Launch& l, int first_fd, int initrd_fd, int first_egress_fd) {
   // The name ties the QEMU process to the warden that started it (ps, leftover checks).
   std::vector<std::string> a = {l.inst->qemu, "-name", "warden-microvm-" + std::to_string(getpid()),
                                 "-M", "microvm,pit=on,pic=on,rtc=on,isa-serial=on", "-accel", l.accel};
@@ -239,11 +329,18 @@ std::vector<std::string> QemuArgs(const Launch& l, int first_fd, int initrd_fd) 
   if (l.accel == "tcg") cmdline += " tsc_early_khz=" + std::to_string(HostTscKhz());
   a.insert(a.end(), {"-append", cmdline});
   a.insert(a.end(), {"-chardev", "socket,id=serial,fd=" + std::to_string(first_fd + kSerial), "-serial", "chardev:serial"});
-  a.insert(a.end(), {"-device", "virtio-serial-device,max_ports=5"});
+  const int egress_ports = l.egress ? microvm::wire::kEgressPorts : 0;
+  a.insert(a.end(), {"-device", "virtio-serial-device,max_ports=" + std::to_string(5 + egress_ports)});
   for (int p = kStdin; p <= kControl; ++p) {
     std::string id = "port" + std::to_string(p);
     a.insert(a.end(), {"-chardev", "socket,id=" + id + ",fd=" + std::to_string(first_fd + p), "-device",
                        "virtserialport,chardev=" + id + ",name=" + kPortNames[p]});
+  }
+  // Egress: no network device at all; connections travel as frames on these ports (egress_wire.h).
+  for (int e = 0; e < egress_ports; ++e) {
+    std::string id = "egress" + std::to_string(e);
+    a.insert(a.end(), {"-chardev", "socket,id=" + id + ",fd=" + std::to_string(first_egress_fd + e), "-device",
+                       "virtserialport,chardev=" + id + ",name=" + microvm::wire::kEgressPortPrefix + std::to_string(e)});
   }
   for (size_t i = 0; i < l.plan->shares.size(); ++i) {
     const Share& s = l.plan->shares[i];
@@ -261,6 +358,37 @@ std::vector<std::string> QemuArgs(const Launch& l, int first_fd, int initrd_fd) 
 // In QEMU's process before exec, when warden is root: become nobody (65534), keeping /dev/kvm's
 // group when that group may use it. Done here rather than with QEMU's -runas because a change of
 // credentials clears the parent-death signal, which must stay set so that QEMU dies with warden.
+// In QEMU's process before exec (root): a private mount namespace in which kFileStage is a small
+// tmpfs holding, per single-file bind, a directory with one entry, "file", bound from the pinned
+// descriptor (read-only for --ro). QEMU shares those directories; the host sees none of it, and
+// nothing is left behind when QEMU ends, however it ends.
+bool StageFileBindsInChild(const std::vector<FileBind>& files) {
+  if (files.empty()) return true;
+  if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
+  if (mount("tmpfs", kFileStage, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=1m") != 0) return false;
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::string dir = std::string(kFileStage) + "/f" + std::to_string(i), file = dir + "/file";
+    // The pinned descriptor's mount belongs to the namespace left behind, which a bind cannot take
+    // from: open the path again here and require the very file that was pinned.
+    struct stat pinned, again;
+    UniqueFd here(open(files[i].host.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (!here.valid() || fstat(here.get(), &again) != 0 || fstat(files[i].pinned.get(), &pinned) != 0) return false;
+    if (pinned.st_dev != again.st_dev || pinned.st_ino != again.st_ino) {
+      errno = ESTALE;
+      return false;
+    }
+    std::string source = "/proc/self/fd/" + std::to_string(here.get());
+    if (mkdir(dir.c_str(), 0755) != 0) return false;
+    int fd = open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return false;
+    close(fd);
+    if (mount(source.c_str(), file.c_str(), nullptr, MS_BIND, nullptr) != 0) return false;
+    unsigned long ro = files[i].writable ? 0 : MS_RDONLY;
+    if (mount(nullptr, file.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | ro, nullptr) != 0) return false;
+  }
+  return true;
+}
+
 bool DropPrivilegesForQemu() {
   if (geteuid() != 0) return true;
   struct stat kvm;
@@ -352,6 +480,14 @@ class VmRun {
       host_[p].reset(sv[0]);
       guest_ends[p].reset(sv[1]);
     }
+    const int egress_ports = launch_.egress ? microvm::wire::kEgressPorts : 0;
+    std::vector<UniqueFd> egress_guest_ends;
+    for (int e = 0; e < egress_ports; ++e) {
+      int sv[2];
+      if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return Status::FromErrno("socketpair", errno);
+      launch_.egress->AddPort(UniqueFd(sv[0]));
+      egress_guest_ends.emplace_back(sv[1]);
+    }
     UniqueFd initrd(memfd_create("warden-microvm-initramfs", MFD_CLOEXEC));
     if (!initrd.valid() || !WriteAll(initrd.get(), launch_.initramfs.data(), launch_.initramfs.size())) {
       return Status::FromErrno("write the initramfs", errno);
@@ -360,9 +496,9 @@ class VmRun {
     if (pipe2(diag, O_CLOEXEC) != 0) return Status::FromErrno("pipe", errno);
     diag_.reset(diag[0]);
     UniqueFd diag_w(diag[1]);
-    // The child's descriptors: ports at 3..7, the initramfs at 8.
-    constexpr int kFirst = 3, kInitrd = 3 + kPortCount;
-    std::vector<std::string> args = QemuArgs(launch_, kFirst, kInitrd);
+    // The child's descriptors: ports at 3..7, the initramfs at 8, the egress ports from 9.
+    constexpr int kFirst = 3, kInitrd = 3 + kPortCount, kFirstEgress = kInitrd + 1;
+    std::vector<std::string> args = QemuArgs(launch_, kFirst, kInitrd, kFirstEgress);
     std::vector<char*> argv;
     for (auto& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
@@ -372,21 +508,26 @@ class VmRun {
     pid_t pid = fork();
     if (pid < 0) return Status::FromErrno("fork qemu", errno);
     if (pid == 0) {
+      if (!StageFileBindsInChild(launch_.plan->files)) {
+        dprintf(diag_w.get(), "warden: stage the single-file binds for QEMU: %s\n", strerror(errno));
+        _exit(125);
+      }
       if (!DropPrivilegesForQemu()) _exit(125);
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
       if (getppid() != parent) _exit(125);
       int devnull = open("/dev/null", O_RDONLY);
       // Move every descriptor above the target range first, then into place.
-      int moved[kPortCount + 1];
-      for (int p = 0; p < kPortCount; ++p) moved[p] = fcntl(guest_ends[p].get(), F_DUPFD, 64);
-      moved[kPortCount] = fcntl(initrd.get(), F_DUPFD, 64);
+      std::vector<int> moved;
+      for (int p = 0; p < kPortCount; ++p) moved.push_back(fcntl(guest_ends[p].get(), F_DUPFD, 64));
+      moved.push_back(fcntl(initrd.get(), F_DUPFD, 64));
+      for (const UniqueFd& e : egress_guest_ends) moved.push_back(fcntl(e.get(), F_DUPFD, 64));
       int diag_fd = fcntl(diag_w.get(), F_DUPFD, 64);
       dup2(devnull, 0);
       dup2(diag_fd, 1);
       dup2(diag_fd, 2);
-      for (int i = 0; i <= kPortCount; ++i) dup2(moved[i], kFirst + i);
-      closefrom(kInitrd + 1);
+      for (size_t i = 0; i < moved.size(); ++i) dup2(moved[i], kFirst + static_cast<int>(i));
+      closefrom(kFirst + static_cast<int>(moved.size()));
       sigset_t none;
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -459,6 +600,11 @@ class VmRun {
         if (!stdin_pending.empty()) add(host_[kStdin].get(), POLLOUT, kStdin);
         else add(io_.stdin_fd, POLLIN, 102);
       }
+      const size_t egress_first = fds.size();
+      if (launch_.egress) {
+        launch_.egress->AddToPoll(&fds);
+        roles.resize(fds.size(), 105);
+      }
       // Done when QEMU has exited and every stream it held has reached its end.
       bool streams_open = host_[kStdout].valid() || host_[kStderr].valid() || host_[kControl].valid();
       if (qemu_done && !streams_open) break;
@@ -473,8 +619,9 @@ class VmRun {
       int n = poll(fds.data(), fds.size(), timeout);
       if (n < 0 && errno == EINTR) continue;
       if (n == 0 && qemu_done) break;
+      if (n > 0 && launch_.egress) launch_.egress->OnPoll(fds);
       for (size_t i = 0; i < fds.size(); ++i) {
-        if (fds[i].revents == 0) continue;
+        if (fds[i].revents == 0 || i >= egress_first) continue;
         int role = roles[i];
         if (role == 100) {
           int status = 0;
@@ -638,8 +785,11 @@ std::pair<std::string, std::string> ChooseAccelerator(const Installation& inst, 
   Options probe;
   probe.argv = {"/bin/true"};
   probe.timeout_ms = 5000;
-  GuestPlan probe_plan = plan;
-  probe_plan.shares.resize(std::min<size_t>(probe_plan.shares.size(), 1));
+  GuestPlan probe_plan;
+  probe_plan.links = plan.links;
+  probe_plan.etc_files = plan.etc_files;
+  probe_plan.workdir = "/tmp";
+  if (!plan.shares.empty() && plan.shares[0].file_bind < 0) probe_plan.shares.push_back(plan.shares[0]);
   Launch l{"kvm", BuildInitramfs(inst, probe_plan, BuildSpec(probe, probe_plan)), &inst, &probe_plan, 256ull << 20};
   int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   Io io{null_fd, null_fd, null_fd};
@@ -659,23 +809,37 @@ std::pair<std::string, std::string> ChooseAccelerator(const Installation& inst, 
 }  // namespace
 
 RunResult RunMicrovm(const Options& options, const Io& io, NetworkProvider* network) {
-  (void)network;
-  if (options.net == NetMode::kProxy || !options.allow.empty()) {
-    return SetupError("--net proxy / --allow: not supported with --backend microvm yet (the VM has no network "
-                      "device); use --backend native or gvisor for egress");
-  }
   if (options.argv.empty()) return SetupError("no command given");
+  const bool egress = options.net == NetMode::kProxy;
+  if (egress && network == nullptr) return SetupError("--net proxy: no egress proxy is available to this caller");
   auto inst = Locate();
   if (!inst.ok()) return SetupError(inst.status().message());
   auto plan = PlanGuest(options);
   if (!plan.ok()) return SetupError(plan.status().message());
+  if (!plan->files.empty() && geteuid() == 0) mkdir(kFileStage, 0755);  // the mount point in QEMU's namespace
   std::optional<RunResult> interrupted;
   auto [accel, why] = ChooseAccelerator(*inst, *plan, &interrupted);
   if (interrupted) return *interrupted;
+  // Egress: the proxy serves a listener in a private network namespace; the guest reaches it only
+  // through its egress ports (microvm_egress.h), as the same 127.0.0.1:PORT native commands use.
+  std::unique_ptr<microvm::EgressBridge> bridge;
+  if (egress) {
+    auto b = microvm::EgressBridge::Create(network);
+    if (!b.ok()) return SetupError(b.status().Wrap("set up the VM's network").message());
+    bridge = std::move(*b);
+    plan->egress_port = network->AllowedTcpPorts()[0];
+    plan->egress_env = network->Environment();
+  }
   Launch l{accel, BuildInitramfs(*inst, *plan, BuildSpec(options, *plan)), &*inst, &*plan,
-           options.memory_bytes ? options.memory_bytes + kKernelRoom : kDefaultVmMemory};
+           options.memory_bytes ? options.memory_bytes + kKernelRoom : kDefaultVmMemory, bridge.get()};
   RunResult r = VmRun(options, io, l).Run();
   r.notes.push_back("microvm: " + accel + (accel == "kvm" ? "" : " (" + why + ")"));
+  if (egress) {
+    r.notes.push_back("microvm: egress through warden's proxy only (" + std::to_string(bridge->connections()) +
+                      " connections; the guest has no network device)");
+    bridge.reset();
+    network->Finish(&r);
+  }
   return r;
 }
 
