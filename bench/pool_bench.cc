@@ -102,7 +102,9 @@ void WaitFull(const Pool& p) {
 
 int main(int argc, char** argv) {
   int rounds = argc > 1 ? std::atoi(argv[1]) : 200;
-  const std::string warden = WARDEN_BIN;
+  // WARDEN_BIN in the environment compares another build (the in-process client is this one).
+  const char* bin_env = getenv("WARDEN_BIN");
+  const std::string warden = bin_env && *bin_env ? bin_env : WARDEN_BIN;
   const std::vector<std::string> limits = {"--memory", "256M", "--pids", "64", "--timeout", "30s"};
   Pool plain = StartPool(warden, "plain", {"--size", "4"});
   std::vector<std::string> limited_flags = {"--size", "4"};

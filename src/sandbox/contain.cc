@@ -5,8 +5,11 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include "common/unique_fd.h"
 #include "sandbox/caps.h"
@@ -48,28 +51,57 @@ Status ApplyLandlock(const ChildSpec& spec, int* abi) {
   return Status::Ok();
 }
 
-// Finds argv[0] along PATH like execvp, but with the sandbox's PATH, and execs it. Returns the
-// errno that explains the failure (the most telling one, as a shell would report it).
-int ExecCommand(const ChildSpec& spec, char* const argv[], char* const envp[]) {
+// The command's execve arguments, made before the fork: the child is a vfork child (it shares
+// this process's memory until it execs), so it allocates nothing and only makes system calls.
+struct Prepared {
+  std::vector<char*> argv, envp;
+  // Where to look for argv[0]: itself when it has a slash, else each PATH entry (as execvp, but
+  // with the sandbox's PATH).
+  std::vector<std::string> candidates;
+  bool direct = false;  // argv[0] has a slash: its own errno is the answer
+};
+
+Prepared Prepare(const ChildSpec& spec) {
+  Prepared p;
+  for (const auto& a : spec.argv) p.argv.push_back(const_cast<char*>(a.c_str()));
+  p.argv.push_back(nullptr);
+  for (const auto& e : spec.env) p.envp.push_back(const_cast<char*>(e.c_str()));
+  p.envp.push_back(nullptr);
   const std::string& file = spec.argv[0];
   if (file.find('/') != std::string::npos) {
-    execve(file.c_str(), argv, envp);
-    return errno;
+    p.candidates.push_back(file);
+    p.direct = true;
+    return p;
   }
-  int best = ENOENT;
   size_t start = 0;
   while (start <= spec.path.size()) {
     size_t colon = spec.path.find(':', start);
     std::string dir = spec.path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
     start = colon == std::string::npos ? spec.path.size() + 1 : colon + 1;
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + file;
-    execve(candidate.c_str(), argv, envp);
-    if (errno != ENOENT && errno != ENOTDIR) best = errno;
+    p.candidates.push_back((dir.empty() ? "." : dir) + "/" + file);
+  }
+  return p;
+}
+
+// Execs the first candidate that exists. Returns the errno that explains the failure (the most
+// telling one, as a shell would report it).
+int ExecCommand(const Prepared& p) {
+  int best = ENOENT;
+  for (const std::string& candidate : p.candidates) {
+    execve(candidate.c_str(), p.argv.data(), p.envp.data());
+    if (p.direct || (errno != ENOENT && errno != ENOTDIR)) best = errno;
   }
   return best;
 }
 
-[[noreturn]] void RunCommand(const ChildSpec& spec) {
+// Reports a setup failure of the command's child and ends it. Only on the way out may the vfork
+// child allocate (the message): its parent resumes once it has exited.
+[[noreturn]] void CommandSetupFailed(int sync_fd, const Status& st) {
+  sync::Send(sync_fd, sync::kSetupError, st.message());
+  _exit(125);
+}
+
+[[noreturn]] void RunCommand(const ChildSpec& spec, const Prepared& p) {
   if (dup2(spec.stdin_fd, 0) < 0 || dup2(spec.stdout_fd, 1) < 0 || dup2(spec.stderr_fd, 2) < 0) _exit(125);
   // Nothing but 0, 1, 2 crosses into the command; the sync socket is close-on-exec and stays
   // only to report an exec failure.
@@ -78,26 +110,25 @@ int ExecCommand(const ChildSpec& spec, char* const argv[], char* const envp[]) {
   close_range(static_cast<unsigned>(keep + 1), ~0U, 0);
   // Limits apply to the command and what it starts, not to init (which must always be able to
   // reap and report).
-  if (Status st = rlimits::ApplyFromChild(spec.limits); !st.ok()) {
-    sync::Send(keep, sync::kSetupError, st.message());
-    _exit(125);
-  }
-  if (chdir(spec.workdir.c_str()) != 0) {
-    sync::Send(keep, sync::kSetupError, Status::FromErrno("chdir to workdir " + spec.workdir, errno).message());
-    _exit(125);
-  }
-  std::vector<char*> argv, envp;
-  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  if (Status st = rlimits::ApplyFromChild(spec.limits); !st.ok()) CommandSetupFailed(keep, st);
+  if (chdir(spec.workdir.c_str()) != 0)
+    CommandSetupFailed(keep, Status::FromErrno("chdir to workdir " + spec.workdir, errno));
   // Default signal dispositions for the command (init's own handling must not leak into it).
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  int err = ExecCommand(spec, argv.data(), envp.data());
-  sync::Send(keep, sync::kExecError, std::to_string(err));
+  int err = ExecCommand(p);
+  char code[16];
+  std::snprintf(code, sizeof code, "%d", err);
+  sync::Send(keep, sync::kExecError, code);
   _exit(err == ENOENT ? 127 : 126);
+}
+
+// A function of its own, so that nothing of the caller's frame is live across the vfork.
+__attribute__((noinline)) pid_t SpawnCommand(const ChildSpec& spec, const Prepared& p) {
+  pid_t pid = vfork();
+  if (pid == 0) RunCommand(spec, p);
+  return pid;
 }
 
 }  // namespace
@@ -155,13 +186,16 @@ int ExecCommand(const ChildSpec& spec, char* const argv[], char* const envp[]) {
   }
   const ChildSpec& run = spec.pooled ? claimed : spec;
 
-  pid_t command = fork();
+  // vfork: no copy of this process's page tables and no copy-on-write faults before the exec
+  // (the child only makes system calls; Prepare did the allocating).
+  const Prepared prepared = Prepare(run);
+  pid_t command = SpawnCommand(run, prepared);
   if (command < 0) Fail(sync_fd, Status::FromErrno("fork the command", errno));
-  if (command == 0) RunCommand(run);
   close(run.stdin_fd);
   close(run.stdout_fd);
   close(run.stderr_fd);
   // Reap everything (orphans are re-parented to us) until the command itself ends.
+  int command_status = 0;
   for (;;) {
     int status = 0;
     pid_t pid = waitpid(-1, &status, __WALL);
@@ -170,10 +204,27 @@ int ExecCommand(const ChildSpec& spec, char* const argv[], char* const envp[]) {
       _exit(125);
     }
     if (pid == command) {
-      sync::Send(sync_fd, sync::kExit, std::to_string(status));
-      _exit(0);
+      command_status = status;
+      break;
     }
   }
+  // Then end whatever the command left running and reap it: when the parent hears the exit
+  // status, nothing of the command is alive (a pool answers its client at that point, before this
+  // init's own exit and the namespace teardown). Everything here runs as our uid without
+  // capabilities of its own, so kill(-1) reaches all of it.
+  kill(-1, SIGKILL);
+  while (waitpid(-1, nullptr, __WALL) > 0 || errno == EINTR) {
+  }
+  // The wait status, then the CPU time and peak memory of everything reaped (the parent's
+  // record has them from this init's rusage otherwise).
+  struct rusage ru = {};
+  getrusage(RUSAGE_CHILDREN, &ru);
+  const uint64_t cpu_us = static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
+                          static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  sync::Send(sync_fd, sync::kExit,
+             std::to_string(command_status) + " " + std::to_string(cpu_us) + " " +
+                 std::to_string(ru.ru_maxrss));
+  _exit(0);
 }
 
 }  // namespace warden::sandbox::contain

@@ -172,6 +172,7 @@ class Server {
   bool Start(Slot& s, Client& c);
   void Kill(Slot& s, Reason why);
   RunResult Collect(Slot& s, int status, const struct rusage& ru);
+  void Answer(Slot& s, int status, const struct rusage& ru);
   void Drop(uint64_t slot_id);
   void DropClient(uint64_t client_id);
   size_t Count(SlotState st) const;
@@ -371,9 +372,24 @@ void Server::OnSync(Slot& s) {
     case sync::kExecError:
       s.exec_errno = std::atoi(m->payload.c_str());
       break;
-    case sync::kExit:
-      s.wait_status = std::atoi(m->payload.c_str());
+    case sync::kExit: {
+      // The command ended and everything it started is reaped: answer now, not after the init's
+      // own exit and its namespaces' teardown (the reaping of the init follows).
+      unsigned long long cpu_us = 0;
+      long maxrss_kb = 0;
+      int ws = 0;
+      if (std::sscanf(m->payload.c_str(), "%d %llu %ld", &ws, &cpu_us, &maxrss_kb) < 1) break;
+      s.wait_status = ws;
+      if (s.state == SlotState::kClaimed && s.client != 0) {
+        s.ended_ms = NowMs();
+        struct rusage ru = {};
+        ru.ru_utime.tv_sec = static_cast<time_t>(cpu_us / 1000000);
+        ru.ru_utime.tv_usec = static_cast<suseconds_t>(cpu_us % 1000000);
+        ru.ru_maxrss = maxrss_kb;
+        Answer(s, 0, ru);
+      }
       break;
+    }
     case sync::kNotifyFd:
       if (m->fd >= 0) {
         s.notify.reset(m->fd);
@@ -556,6 +572,24 @@ RunResult Server::Collect(Slot& s, int status, const struct rusage& ru) {
 }
 
 // The sandbox's init is gone: reap it, answer its client (if claimed), destroy it.
+// Sends the run's result to the slot's client (once: the slot has no client after it).
+void Server::Answer(Slot& s, int status, const struct rusage& ru) {
+  RunResult r = Collect(s, status, ru);
+  auto it = clients_.find(s.client);
+  s.client = 0;
+  if (it == clients_.end()) return;
+  Client& c = *it->second;
+  Send(c.conn.get(), {{"result", nlohmann::json::parse(ToJson(r))}});
+  if (s.workspace.empty()) {
+    DropClient(c.id);
+  } else {
+    // The client reads what the command wrote, then hangs up: the workspace goes then.
+    c.workspace = std::move(s.workspace);
+    c.workspace_base_fd = s.workspace_base_fd;
+    s.workspace.clear();
+  }
+}
+
 void Server::OnExit(Slot& s) {
   s.exited = true;
   s.ended_ms = NowMs();
@@ -580,20 +614,7 @@ void Server::OnExit(Slot& s) {
       ++failed_;
       s.setup_error = "the pooled sandbox was lost before its command started";
     }
-    RunResult r = Collect(s, status, ru);
-    auto it = clients_.find(s.client);
-    if (it != clients_.end()) {
-      Client& c = *it->second;
-      Send(c.conn.get(), {{"result", nlohmann::json::parse(ToJson(r))}});
-      if (s.workspace.empty()) {
-        DropClient(s.client);
-      } else {
-        // The client reads what the command wrote, then hangs up: the workspace goes then.
-        c.workspace = std::move(s.workspace);
-        c.workspace_base_fd = s.workspace_base_fd;
-        s.workspace.clear();
-      }
-    }
+    Answer(s, status, ru);
   } else if (s.state == SlotState::kClaimed && s.claimed_ms == 0) {
     ++failed_;  // died as it was being handed out; its client was given another
   } else if (s.state != SlotState::kClaimed) {

@@ -15,7 +15,7 @@ enum Type : char {
   kLandlock = 'L',    // child -> parent: Landlock ABI applied (payload: decimal text)
   kNotifyFd = 'F',    // child -> parent: the seccomp listener (fd attached)
   kExecError = 'E',   // command -> parent: execve failed (payload: errno as decimal text)
-  kExit = 'X',        // child -> parent: the command's wait status (decimal text)
+  kExit = 'X',        // child -> parent: "WAIT_STATUS CPU_US MAXRSS_KB" (decimal), once all is reaped
   kReady = 'R',       // pooled child -> pool server: built and locked down, waiting for a claim
 };
 
