@@ -176,6 +176,31 @@ TEST_F(PoolWorkspace, APrepareErrorEndsTheRunBeforeTheCommandAndThePoolGoesOn) {
   EXPECT_EQ(d.out, "ok\n");
 }
 
+// The result comes as soon as the command ends (before the sandbox's namespaces are torn down),
+// but never before everything the command started is dead: a background writer left behind
+// must not write into the workspace after the result.
+TEST_F(PoolWorkspace, NothingTheCommandStartedOutlivesTheResult) {
+  std::string seen;
+  bool late_write = true;
+  PooledRun x;
+  x.workspace = true;
+  x.prepare = [&](const std::string& path) {
+    seen = path;
+    return Status::Ok();
+  };
+  x.finish = [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    late_write = fs::exists(seen + "/late") || fs::exists(seen + "/early");
+  };
+  Captured c = RunIn(*pool_,
+                     "(sleep 0.5; echo late > /work/late) & (trap '' TERM HUP; sleep 0.6; "
+                     "echo early > /work/early) & echo started",
+                     x);
+  EXPECT_EQ(c.out, "started\n");
+  EXPECT_EQ(c.result.exit_code, 0) << c.err;
+  EXPECT_FALSE(late_write) << "a process the command started wrote after the result";
+}
+
 TEST_F(PoolWorkspace, KillFromAnotherThreadEndsTheRun) {
   std::function<void()> kill;
   PooledRun x;
