@@ -7,8 +7,13 @@
 // it, so nothing outlives the run. runsc's state and log directories live in the run's private
 // temporary directory, which a janitor process removes even when warden is SIGKILLed. Memory and
 // CPU limits are enforced from outside, on a warden cgroup holding all of runsc (the Sentry's own
-// memory counts); a pids limit cannot be expressed (the host sees the Sentry's threads, not the
-// command's processes) and is refused.
+// memory counts). A pids limit is RLIMIT_NPROC inside gVisor's kernel (the host sees the Sentry's
+// threads, not the command's processes); whether it refused a fork is read from gVisor's trace of
+// the clone calls, streamed through a pipe (PidsTrace).
+//
+// With --net proxy, runsc's PID namespace also gets a fresh network namespace holding only
+// loopback, in which warden creates the egress proxy's sockets before runsc starts; runsc then
+// uses that namespace's stack (--network=host): the command can reach the proxy and nothing else.
 //
 // The output relay, timeout and stdin plan follow subproc.cc's Supervisor; the small pieces they
 // share (WriteAll, PlanStdin, BuildEnv) are copied here rather than shared while that file is
@@ -43,6 +48,7 @@
 #include "sandbox/gvisor_bundle.h"
 #include "sandbox/gvisor_platform.h"
 #include "sandbox/mnt.h"
+#include "sandbox/net.h"
 #include "sandbox/user.h"
 
 namespace warden::sandbox {
@@ -147,6 +153,34 @@ class Janitor {
   UniqueFd pipe_;
 };
 
+// Reads gVisor's system call trace (clone, fork, vfork and clone3 only, asked for with --pids)
+// and remembers whether any of them failed with EAGAIN: RLIMIT_NPROC refused a process. The trace
+// goes through a pipe, never to disk. A command can forge a line (its own task name is in it),
+// which only gives its own run reason `pids`; it cannot hide one.
+class PidsTrace {
+ public:
+  void Feed(const char* data, size_t len) {
+    pending_.append(data, len);
+    for (size_t nl; (nl = pending_.find('\n')) != std::string::npos; pending_.erase(0, nl + 1)) {
+      if (IsRefusedFork(std::string_view(pending_).substr(0, nl))) limit_hit_ = true;
+    }
+    if (pending_.size() > 65536) pending_.clear();  // a line no trace entry makes
+  }
+  bool limit_hit() const { return limit_hit_; }
+  static constexpr const char* kSyscalls = "clone,fork,vfork,clone3";
+
+ private:
+  static bool IsRefusedFork(std::string_view line) {
+    if (line.find("strace.go") == std::string_view::npos || line.find(" errno=11 ") == std::string_view::npos) return false;
+    for (const char* call : {" X clone(", " X fork(", " X vfork(", " X clone3("}) {
+      if (line.find(call) != std::string_view::npos) return true;
+    }
+    return false;
+  }
+  std::string pending_;
+  bool limit_hit_ = false;
+};
+
 struct Stream {
   UniqueFd fd;
   int out = -1;
@@ -158,8 +192,8 @@ struct Stream {
 // One runsc run of options.argv on one platform.
 class Runner {
  public:
-  Runner(const Options& o, const Io& io, std::string runsc, std::string platform)
-      : opt_(o), io_(io), runsc_(std::move(runsc)), platform_(std::move(platform)) {}
+  Runner(const Options& o, const Io& io, NetworkProvider* network, std::string runsc, std::string platform)
+      : opt_(o), io_(io), network_(network), runsc_(std::move(runsc)), platform_(std::move(platform)) {}
   ~Runner();
   RunResult Run();
 
@@ -169,6 +203,8 @@ class Runner {
   void Loop();
   void OnStream(Stream& s, bool* limit_hit);
   void OnStdinRelay();
+  void OnTrace();
+  Status SetUpNetworkFromParent();
   void Kill(Reason why);
   RunResult Collect();
   std::string RunscError() const;
@@ -178,6 +214,7 @@ class Runner {
 
   const Options& opt_;
   const Io& io_;
+  NetworkProvider* const network_;  // set when --net proxy
   const std::string runsc_, platform_;
   RunResult result_;
   mnt::Plan plan_;
@@ -188,6 +225,8 @@ class Runner {
   StdinPlan stdin_;
   Stream out_, err_;
   UniqueFd pidfd_, epoll_, timer_, cpu_timer_, sigfd_;
+  UniqueFd trace_;  // read end of gVisor's clone trace, with --pids
+  PidsTrace pids_trace_;
   pid_t pid_ = -1;
   uint64_t start_ms_ = 0, end_ms_ = 0;
   bool exited_ = false;
@@ -208,11 +247,8 @@ Runner::~Runner() {
 
 Status Runner::Prepare() {
   WARDEN_RETURN_IF_ERROR(Validate(opt_));
-  if (opt_.net == NetMode::kProxy || !opt_.allow.empty()) {
-    return Status::Error("--net proxy / --allow: not supported with --backend gvisor yet (the egress proxy is not wired into runsc's network); use --backend native");
-  }
-  if (opt_.pids) {
-    return Status::Error("--pids: not supported with --backend gvisor (the host sees the gVisor kernel's threads, not the command's processes); use --backend native");
+  if (opt_.net == NetMode::kProxy && network_ == nullptr) {
+    return Status::Error("--net proxy: no egress proxy is available to this caller");
   }
   if (geteuid() != 0) {
     return Status::Error("--backend gvisor needs warden to run as root (runsc creates its own namespaces and drops privileges itself)");
@@ -227,6 +263,12 @@ Status Runner::Prepare() {
   std::string path;
   process_.argv = opt_.argv;
   process_.env = BuildEnv(opt_, &path);
+  if (opt_.net == NetMode::kProxy) {
+    // As native: the proxy's variables, unless --env set one.
+    for (const auto& [k, v] : network_->Environment()) {
+      if (!opt_.env.count(k)) process_.env.push_back(k + "=" + v);
+    }
+  }
   process_.uid = ids.host_uid;
   process_.gid = ids.host_gid;
   process_.workdir = opt_.workdir;
@@ -277,21 +319,39 @@ Status Runner::Launch() {
   err_.out = io_.stderr_fd;
   if (pipe2(go, O_CLOEXEC) != 0 || pipe2(ex, O_CLOEXEC) != 0) return Status::FromErrno("pipe for launch", errno);
   UniqueFd go_read(go[0]), go_write(go[1]), ex_read(ex[0]), ex_write(ex[1]);
+  UniqueFd trace_write;
+  if (opt_.pids) {
+    int tp[2];
+    if (pipe2(tp, O_CLOEXEC | O_NONBLOCK) != 0) return Status::FromErrno("pipe for gVisor's clone trace", errno);
+    trace_.reset(tp[0]);
+    trace_write.reset(tp[1]);
+    // runsc blocks on a full pipe rather than losing lines: only the read end is non-blocking.
+    fcntl(trace_write.get(), F_SETFL, 0);
+  }
 
   // Everything the child needs is built before the clone: it only makes system calls.
-  const std::vector<std::string> args = {
-      runsc_, "--root", dir_ + "/state", "--platform", platform_, "--network", "none", "--ignore-cgroups",
-      "--log", dir_ + "/runsc.log", "run", "--bundle", dir_ + "/bundle", ContainerId()};
+  const bool proxy = opt_.net == NetMode::kProxy;
+  std::vector<std::string> args = {runsc_, "--root", dir_ + "/state", "--platform", platform_,
+                                   // host: the stack of the private namespace made below (proxy only)
+                                   "--network", proxy ? "host" : "none", "--ignore-cgroups",
+                                   "--log", dir_ + "/runsc.log"};
+  if (opt_.pids) {
+    // runsc reopens the path in each of its processes: fd 3 is the trace pipe in the child.
+    for (const char* a : {"--strace", "--debug-log", "/proc/self/fd/3"}) args.push_back(a);
+    args.push_back(std::string("--strace-syscalls=") + PidsTrace::kSyscalls);
+  }
+  for (const std::string& a : {std::string("run"), std::string("--bundle"), dir_ + "/bundle", ContainerId()}) args.push_back(a);
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   char env_path[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
   char* envp[] = {env_path, nullptr};
   const int in_fd = stdin_.child_end.get(), out_fd = child_out.get(), err_fd = child_err.get();
+  const int trace_fd = trace_write.get();
 
   struct clone_args ca = {};
   int pidfd = -1;
-  ca.flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_PIDFD;
+  ca.flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_PIDFD | (proxy ? CLONE_NEWNET : 0);
   ca.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   ca.exit_signal = SIGCHLD;
   long pid = syscall(SYS_clone3, &ca, sizeof(ca));
@@ -312,8 +372,13 @@ Status Runner::Launch() {
     if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail("make mounts private");
     if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) fail("mount /proc for runsc");
     if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) fail("set up runsc's stdio");
+    int first_closed = 3;
+    if (trace_fd >= 0) {
+      if (dup2(trace_fd, 3) < 0) fail("set up gVisor's trace pipe");
+      first_closed = 4;
+    }
     // Descriptors warden inherited stay out of runsc (and so out of the sandbox).
-    if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) fail("close inherited descriptors");
+    if (close_range(static_cast<unsigned>(first_closed), ~0U, CLOSE_RANGE_CLOEXEC) != 0) fail("close inherited descriptors");
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -324,8 +389,10 @@ Status Runner::Launch() {
   pidfd_.reset(pidfd);
   go_read.reset();
   ex_write.reset();
+  trace_write.reset();
   start_ms_ = NowMs();
   Status st = cg_ ? cg_->AddProcessFromParent(pid_) : Status::Ok();
+  if (st.ok() && proxy) st = SetUpNetworkFromParent();
   if (st.ok() && write(go_write.get(), "g", 1) != 1) st = Status::FromErrno("start runsc", errno);
   if (st.ok()) {
     char msg[256];
@@ -340,6 +407,18 @@ Status Runner::Launch() {
     return st;
   }
   return Status::Ok();
+}
+
+// The child is waiting for its go: its new network namespace has only loopback, down. warden
+// brings it up and makes the proxy's sockets in it (as native, net.h), then serves them from its
+// own namespace. runsc will see nothing else there.
+Status Runner::SetUpNetworkFromParent() {
+  Status st = net::InNamespaceFromParent(pid_, [this]() -> Status {
+    WARDEN_RETURN_IF_ERROR(net::LoopbackUp());
+    return network_->SetUpInNamespace();
+  });
+  if (st.ok()) st = network_->Start();
+  return st.ok() ? st : st.Wrap("set up the sandbox's network");
 }
 
 void Runner::Kill(Reason why) {
@@ -391,6 +470,18 @@ void Runner::OnStdinRelay() {
   stdin_.relay_out.reset();
 }
 
+void Runner::OnTrace() {
+  char buf[65536];
+  ssize_t n = read(trace_.get(), buf, sizeof(buf));
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n <= 0) {
+    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, trace_.get(), nullptr);
+    trace_.reset();
+    return;
+  }
+  pids_trace_.Feed(buf, static_cast<size_t>(n));
+}
+
 void Runner::Loop() {
   epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   auto add = [this](int fd) {
@@ -400,6 +491,7 @@ void Runner::Loop() {
   add(pidfd_.get());
   add(out_.fd.get());
   add(err_.fd.get());
+  if (trace_.valid()) add(trace_.get());
   if (stdin_.relay_in.valid() && !add(stdin_.relay_in.get())) {
     stdin_.relay_in.reset();
     stdin_.relay_out.reset();
@@ -425,7 +517,7 @@ void Runner::Loop() {
   add(sigfd_.get());
 
   uint64_t drain_deadline = 0;
-  while (!exited_ || out_.open || err_.open) {
+  while (!exited_ || out_.open || err_.open || trace_.valid()) {
     int timeout = -1;
     if (exited_) {
       uint64_t now = NowMs();
@@ -449,6 +541,8 @@ void Runner::Loop() {
         OnStream(out_, &limit_hit);
       } else if (err_.fd.valid() && fd == err_.fd.get()) {
         OnStream(err_, &limit_hit);
+      } else if (trace_.valid() && fd == trace_.get()) {
+        OnTrace();
       } else if (stdin_.relay_in.valid() && fd == stdin_.relay_in.get()) {
         OnStdinRelay();
       } else if (timer_.valid() && fd == timer_.get()) {
@@ -564,7 +658,8 @@ RunResult Runner::Collect() {
     return r;
   }
   r.exit_code = code;
-  r.reason = Reason::kExited;
+  // As native: a refused fork is the reason only when the command then failed.
+  r.reason = pids_trace_.limit_hit() && code != 0 ? Reason::kPids : Reason::kExited;
   return r;
 }
 
@@ -597,6 +692,7 @@ RunResult Runner::Run() {
     end_ms_ = NowMs();
   }
   RunResult r = Collect();
+  if (network_ != nullptr && opt_.net == NetMode::kProxy) network_->Finish(&r);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
   return r;
 }
@@ -604,7 +700,6 @@ RunResult Runner::Run() {
 }  // namespace
 
 RunResult RunGvisor(const Options& options, const Io& io, NetworkProvider* network) {
-  (void)network;  // --net proxy is refused for this backend (Runner::Prepare)
   const std::string runsc = FindRunsc();
   if (runsc.empty()) {
     return SetupError("--backend gvisor: runsc was not found in PATH, /usr/bin or /usr/sbin: install gVisor (Debian package runsc; scripts/install-deps.sh)");
@@ -616,7 +711,7 @@ RunResult RunGvisor(const Options& options, const Io& io, NetworkProvider* netwo
     o.timeout_ms = static_cast<uint64_t>(timeout_ms);
     UniqueFd null_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
     Io io{null_fd.get(), null_fd.get(), null_fd.get()};
-    Runner runner(o, io, runsc, platform);
+    Runner runner(o, io, nullptr, runsc, platform);
     RunResult r = runner.Run();
     if (r.exit_code == 0) return true;
     if (r.reason == Reason::kTimeout) *why = "no answer within " + std::to_string(timeout_ms) + " ms";
@@ -630,7 +725,7 @@ RunResult RunGvisor(const Options& options, const Io& io, NetworkProvider* netwo
     for (const auto& t : choice.tried) tried += (tried.empty() ? "" : "; ") + t;
     return SetupError("--backend gvisor: no gVisor platform works on this machine (" + tried + ")");
   }
-  Runner runner(options, io, runsc, choice.platform);
+  Runner runner(options, io, network, runsc, choice.platform);
   RunResult r = runner.Run();
   std::string note = "gvisor platform " + choice.platform + (choice.from_cache ? " (probed earlier this boot" : " (probed now");
   for (const auto& t : choice.tried) note += "; " + t;

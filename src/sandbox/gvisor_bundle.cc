@@ -104,6 +104,12 @@ nlohmann::json MakeConfig(const Options& options, const mnt::Plan& plan, const P
     rlimits.push_back({{"type", "RLIMIT_FSIZE"}, {"hard", options.file_size_bytes}, {"soft", options.file_size_bytes}});
   }
   rlimits.push_back({{"type", "RLIMIT_CORE"}, {"hard", 0}, {"soft", 0}});
+  if (options.pids) {
+    // gVisor's kernel counts the command's tasks itself: the only process limit that sees the
+    // command's processes rather than the Sentry's host threads. The command is the container's
+    // init (PID 1 inside), so the limit is --pids exactly, init included.
+    rlimits.push_back({{"type", "RLIMIT_NPROC"}, {"hard", options.pids}, {"soft", options.pids}});
+  }
 
   nlohmann::json mounts = nlohmann::json::array();
   mounts.push_back({{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}, {"options", {"nosuid", "nodev", "noexec"}}});
@@ -112,6 +118,12 @@ nlohmann::json MakeConfig(const Options& options, const mnt::Plan& plan, const P
                     {"options", {"nosuid", "nodev", "mode=1777", "size=" + std::to_string(plan.tmpfs_bytes)}}});
   for (const auto& b : plan.user) mounts.push_back(BindMount(b.inside, b.host, b.writable));
   AddProtectedMounts(plan, &mounts);
+
+  // With --net proxy runsc gets no network namespace of its own and uses the host network stack
+  // (--network=host) of the private namespace warden created for it, which holds only loopback
+  // and the egress proxy's sockets (gvisor.cc, docs/backends.md).
+  nlohmann::json namespaces = {{{"type", "pid"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}};
+  if (options.net != NetMode::kProxy) namespaces.push_back({{"type", "network"}});
 
   nlohmann::json config = {
       {"ociVersion", "1.0.2"},
@@ -131,7 +143,7 @@ nlohmann::json MakeConfig(const Options& options, const mnt::Plan& plan, const P
       {"hostname", options.hostname},
       {"mounts", mounts},
       {"linux",
-       {{"namespaces", {{{"type", "pid"}}, {{"type", "network"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}}},
+       {{"namespaces", namespaces},
         {"maskedPaths", {"/proc/kcore", "/proc/keys", "/proc/timer_list", "/sys/firmware"}},
         {"readonlyPaths", {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"}}}},
   };

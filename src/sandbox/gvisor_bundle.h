@@ -28,9 +28,11 @@ struct ProcessSpec {
 };
 
 // The config.json document. Pure: reads nothing from the host. `plan` gives the mounts, `options`
-// the hostname and rlimits. Memory, pids and CPU limits are not in it: warden enforces them from
-// outside (gvisor.cc), because runsc would count its own threads against pids and delete the
-// cgroup (and its OOM counter) before warden could read it.
+// the hostname, rlimits (--pids as RLIMIT_NPROC, which gVisor's kernel counts for the command's
+// tasks) and, with --net proxy, the absence of a network namespace of its own. Memory and CPU
+// limits are not in it: warden enforces them from outside (gvisor.cc), because runsc would delete
+// the cgroup (and its OOM counter) before warden could read it; a cgroup pids limit would count
+// runsc's own threads.
 nlohmann::json MakeConfig(const Options& options, const mnt::Plan& plan, const ProcessSpec& process);
 
 // Writes `dir`/config.json and `dir`/rootfs (the read-only root: the merged-/usr links, the

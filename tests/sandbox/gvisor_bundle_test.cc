@@ -92,6 +92,39 @@ TEST(GvisorConfig, SystemDirsReadOnlyNoCapabilitiesNoNewPrivs) {
   }
 }
 
+TEST(GvisorConfig, PidsLimitIsRlimitNprocOfTheCommand) {
+  Options o;
+  ProcessSpec p{{"/bin/true"}, {"PATH=/usr/bin"}, "/tmp", 65534, 65534};
+  auto config = MakeConfig(o, PlanFor(o), p);
+  for (const auto& r : config["process"]["rlimits"]) EXPECT_NE(r["type"], "RLIMIT_NPROC") << "no --pids, no limit";
+  o.pids = 20;
+  config = MakeConfig(o, PlanFor(o), p);
+  bool nproc = false;
+  for (const auto& r : config["process"]["rlimits"]) nproc |= r["type"] == "RLIMIT_NPROC" && r["hard"] == 20 && r["soft"] == 20;
+  EXPECT_TRUE(nproc) << config["process"]["rlimits"].dump();
+  // Never a cgroup pids limit: runsc would apply it to the host cgroup, which counts gVisor's threads.
+  EXPECT_FALSE(config["linux"].contains("resources")) << config["linux"].dump();
+}
+
+bool HasNamespace(const nlohmann::json& config, const std::string& type) {
+  for (const auto& n : config["linux"]["namespaces"]) {
+    if (n["type"] == type) return true;
+  }
+  return false;
+}
+
+TEST(GvisorConfig, OwnNetworkNamespaceUnlessTheProxyNamespaceIsUsed) {
+  Options o;
+  ProcessSpec p{{"/bin/true"}, {"PATH=/usr/bin"}, "/tmp", 65534, 65534};
+  EXPECT_TRUE(HasNamespace(MakeConfig(o, PlanFor(o), p), "network"));
+  // With --net proxy runsc stays in the private namespace warden made (loopback + the proxy):
+  // a namespace of its own would have no way to the proxy.
+  o.net = NetMode::kProxy;
+  auto config = MakeConfig(o, PlanFor(o), p);
+  EXPECT_FALSE(HasNamespace(config, "network")) << config["linux"].dump();
+  for (const char* type : {"pid", "ipc", "uts", "mount"}) EXPECT_TRUE(HasNamespace(config, type)) << type;
+}
+
 TEST(GvisorConfig, ProtectedPathsInRwBindsAreReboundReadOnly) {
   TempTree ws;
   ws.Write(".git/config", "[core]\n", 0644);
