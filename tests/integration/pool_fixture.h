@@ -41,7 +41,13 @@ class PoolProcess {
       _exit(98);
     }
   }
-  ~PoolProcess() { Stop(); }
+  ~PoolProcess() {
+    Stop();
+    // The stopped pool removed its socket; the log and the directory are ours.
+    unlink(log_.c_str());
+    unlink(socket_.c_str());
+    rmdir(dir_.c_str());
+  }
 
   // Waits until `ready` sandboxes wait for a command (default: the pool's size). False on timeout
   // or when the server exited.
