@@ -34,6 +34,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/contain.h"
 #include "sandbox/landlock.h"
+#include "sandbox/outcome.h"
 #include "sandbox/pool_protocol.h"
 #include "sandbox/profile.h"
 #include "sandbox/seccomp.h"
@@ -501,77 +502,22 @@ bool Server::Start(Slot& s, Client& c) {
   return true;
 }
 
-// The result of a claimed sandbox: subproc.cc's Supervisor::Collect for the run's options.
+// The result of a claimed sandbox, by the cold run's rules (outcome.h).
 RunResult Server::Collect(Slot& s, int status, const struct rusage& ru) {
   RunResult r = s.result;
-  const Options& o = s.run;
   r.wall_ms = s.claimed_ms ? s.ended_ms - s.claimed_ms : 0;
-  r.cpu_ms = static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
-             static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
-  r.peak_memory_bytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024;
-  cgroup::Usage usage;
-  if (s.cg) {
-    usage = s.cg->ReadUsage();
-    if (usage.cpu_ns) r.cpu_ms = usage.cpu_ns / 1000000;
-    if (usage.peak_memory_bytes) r.peak_memory_bytes = usage.peak_memory_bytes;
-  }
-  if (!s.setup_error.empty()) {
-    r.exit_code = 125;
-    r.reason = Reason::kSetupError;
-    r.error = s.setup_error;
-    return r;
-  }
-  if (s.killed_for && *s.killed_for != Reason::kSignaled) {
-    r.reason = *s.killed_for;
-    r.signal = SIGKILL;
-    r.exit_code = r.reason == Reason::kTimeout ? 124 : 128 + SIGKILL;
-    return r;
-  }
-  if (s.host_signal != 0 && !s.wait_status) {
-    r.reason = Reason::kSignaled;
-    r.signal = s.host_signal;
-    r.exit_code = 128 + s.host_signal;
-    r.error =
-        std::string("warden received ") + sigabbrev_np(s.host_signal) + ": the sandbox was killed";
-    return r;
-  }
-  const bool at_memory_limit = o.memory_bytes != 0 && usage.peak_memory_bytes >= o.memory_bytes;
-  const bool memory_kill = s.cg && (usage.oom_killed || at_memory_limit);
-  if (!s.wait_status) {
-    r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
-    r.exit_code = 128 + r.signal;
-    r.reason = memory_kill && r.signal == SIGKILL ? Reason::kMemory : Reason::kSignaled;
-    return r;
-  }
-  int ws = *s.wait_status;
-  if (s.exec_errno) {
-    r.exit_code = *s.exec_errno == ENOENT ? 127 : 126;
-    r.reason = Reason::kExited;
-    r.error = (*s.exec_errno == ENOENT ? "command not found: " : "command not executable: ") +
-              o.argv[0] + " (" + strerror(*s.exec_errno) + ")";
-    return r;
-  }
-  if (WIFSIGNALED(ws)) {
-    r.signal = WTERMSIG(ws);
-    r.exit_code = 128 + r.signal;
-    r.reason = Reason::kSignaled;
-    if (memory_kill && r.signal == SIGKILL)
-      r.reason = Reason::kMemory;
-    else if (o.cpu_ms && (r.signal == SIGXCPU || r.signal == SIGKILL) &&
-             r.cpu_ms + 1000 >= o.cpu_ms)
-      r.reason = Reason::kCpu;
-  } else {
-    r.exit_code = WEXITSTATUS(ws);
-    r.reason = Reason::kExited;
-    if (s.cg && usage.oom_killed && r.exit_code != 0)
-      r.reason = Reason::kMemory;
-    else if (s.cg && usage.pids_limit_hit && r.exit_code != 0)
-      r.reason = Reason::kPids;
-  }
+  Ending e{.init_status = status,
+           .usage = ru,
+           .cgroup = s.cg ? &*s.cg : nullptr,
+           .setup_error = s.setup_error,
+           .killed_for = s.killed_for,
+           .host_signal = s.host_signal,
+           .wait_status = s.wait_status,
+           .exec_errno = s.exec_errno};
+  Conclude(s.run, e, r);
   return r;
 }
 
-// The sandbox's init is gone: reap it, answer its client (if claimed), destroy it.
 // Sends the run's result to the slot's client (once: the slot has no client after it).
 void Server::Answer(Slot& s, int status, const struct rusage& ru) {
   RunResult r = Collect(s, status, ru);

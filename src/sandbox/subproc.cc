@@ -23,6 +23,7 @@
 
 #include "common/unique_fd.h"
 #include "sandbox/host_io.h"
+#include "sandbox/outcome.h"
 #include "sandbox/backends.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/contain.h"
@@ -471,67 +472,15 @@ RunResult Supervisor::Collect() {
   r.stderr_truncated = err_.truncated;
   r.stdout_bytes = out_.delivered;
   r.stderr_bytes = err_.delivered;
-  r.cpu_ms = static_cast<uint64_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
-             static_cast<uint64_t>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
-  r.peak_memory_bytes = static_cast<uint64_t>(ru.ru_maxrss) * 1024;
-  cgroup::Usage usage;
-  if (cg_) {
-    usage = cg_->ReadUsage();
-    if (usage.cpu_ns) r.cpu_ms = usage.cpu_ns / 1000000;
-    if (usage.peak_memory_bytes) r.peak_memory_bytes = usage.peak_memory_bytes;
-  }
-  if (!setup_error_.empty()) {
-    r.exit_code = 125;
-    r.reason = Reason::kSetupError;
-    r.error = setup_error_;
-    return r;
-  }
-  if (killed_for_ && *killed_for_ != Reason::kSignaled) {
-    r.reason = *killed_for_;
-    r.signal = SIGKILL;
-    r.exit_code = r.reason == Reason::kTimeout ? 124 : 128 + SIGKILL;
-    return r;
-  }
-  if (host_signal_ != 0 && !wait_status_) {
-    // Interrupted from outside: report it the way a shell would report the command's death.
-    r.reason = Reason::kSignaled;
-    r.signal = host_signal_;
-    r.exit_code = 128 + host_signal_;
-    r.error = std::string("warden received ") + sigabbrev_np(host_signal_) + ": the sandbox was killed";
-    return r;
-  }
-  // The v1 oom_kill counter can lag the SIGKILL it explains (seen under ASan): a tree that
-  // reached its memory limit and died of SIGKILL was killed for memory.
-  const bool at_memory_limit = opt_.memory_bytes != 0 && usage.peak_memory_bytes >= opt_.memory_bytes;
-  const bool memory_kill = cg_ && (usage.oom_killed || at_memory_limit);
-  if (!wait_status_) {
-    // Init died without reporting: killed by a signal to warden, or by the kernel (the OOM killer
-    // may choose init itself when it is the largest process in the group, as under ASan).
-    r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
-    r.exit_code = 128 + r.signal;
-    r.reason = memory_kill && r.signal == SIGKILL ? Reason::kMemory : Reason::kSignaled;
-    return r;
-  }
-  int ws = *wait_status_;
-  if (exec_errno_) {
-    r.exit_code = *exec_errno_ == ENOENT ? 127 : 126;
-    r.reason = Reason::kExited;
-    r.error = (*exec_errno_ == ENOENT ? "command not found: " : "command not executable: ") + opt_.argv[0] +
-              " (" + strerror(*exec_errno_) + ")";
-    return r;
-  }
-  if (WIFSIGNALED(ws)) {
-    r.signal = WTERMSIG(ws);
-    r.exit_code = 128 + r.signal;
-    r.reason = Reason::kSignaled;
-    if (memory_kill && r.signal == SIGKILL) r.reason = Reason::kMemory;
-    else if (opt_.cpu_ms && (r.signal == SIGXCPU || r.signal == SIGKILL) && r.cpu_ms + 1000 >= opt_.cpu_ms) r.reason = Reason::kCpu;
-  } else {
-    r.exit_code = WEXITSTATUS(ws);
-    r.reason = Reason::kExited;
-    if (cg_ && usage.oom_killed && r.exit_code != 0) r.reason = Reason::kMemory;
-    else if (cg_ && usage.pids_limit_hit && r.exit_code != 0) r.reason = Reason::kPids;
-  }
+  Ending e{.init_status = status,
+           .usage = ru,
+           .cgroup = cg_ ? &*cg_ : nullptr,
+           .setup_error = setup_error_,
+           .killed_for = killed_for_,
+           .host_signal = host_signal_,
+           .wait_status = wait_status_,
+           .exec_errno = exec_errno_};
+  Conclude(opt_, e, r);
   return r;
 }
 
