@@ -14,70 +14,17 @@
 #include <thread>
 
 #include "harness.h"
+#include "loopback_http.h"
 
 namespace warden::testing {
 namespace {
-
-// A minimal HTTP/1.1 server on 127.0.0.1 that answers every request with `body` and counts them.
-class HttpServer {
- public:
-  explicit HttpServer(std::string body) : body_(std::move(body)) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a = {};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    listen(fd_, 16);
-    socklen_t len = sizeof(a);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { Serve(); });
-  }
-  ~HttpServer() {
-    stop_ = true;
-    shutdown(fd_, SHUT_RDWR);
-    thread_.join();
-    close(fd_);
-  }
-  int port() const { return port_; }
-  int requests() const { return requests_; }
-
- private:
-  void Serve() {
-    while (!stop_) {
-      pollfd p = {fd_, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      std::string req;
-      char buf[4096];
-      while (req.find("\r\n\r\n") == std::string::npos) {
-        ssize_t n = recv(c, buf, sizeof(buf), 0);
-        if (n <= 0) break;
-        req.append(buf, static_cast<size_t>(n));
-      }
-      if (!req.empty()) {
-        ++requests_;
-        std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body_.size()) +
-                           "\r\nConnection: close\r\n\r\n" + body_;
-        send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
-      }
-      close(c);
-    }
-  }
-  std::string body_;
-  int fd_ = -1, port_ = 0;
-  std::atomic<int> requests_{0};
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
 
 std::vector<std::string> AllowLocal(const std::string& host, int port) {
   return {"--allow", host + ":" + std::to_string(port), "--resolve", host + "=127.0.0.1"};
 }
 
 TEST(Egress, AllowedHostOverPlainHttpWithCurlAndPython) {
-  HttpServer server("hello-from-host");
+  LoopbackHttpServer server("hello-from-host");
   std::string url = "http://allowed.test:" + std::to_string(server.port()) + "/";
   auto r = RunSh("curl -sS " + url + "; echo; python3 -c \"import urllib.request; print(urllib.request.urlopen('" + url +
                      "').read().decode())\"",
@@ -132,7 +79,7 @@ TEST(Egress, AllowedHostOverConnectTls) {
 }
 
 TEST(Egress, Socks5ClientsGoThroughTheSameRules) {
-  HttpServer server("via-socks");
+  LoopbackHttpServer server("via-socks");
   auto r = RunSh("curl -sS --socks5-hostname 127.0.0.1:3128 http://allowed.test:" + std::to_string(server.port()) +
                      "/; echo; curl -sS --socks5-hostname 127.0.0.1:3128 http://evil.test/ 2>&1",
                  AllowLocal("allowed.test", server.port()));
@@ -143,7 +90,7 @@ TEST(Egress, Socks5ClientsGoThroughTheSameRules) {
 }
 
 TEST(Egress, DeniedHostGets403NamingTheRule) {
-  HttpServer server("should-not-see");
+  LoopbackHttpServer server("should-not-see");
   auto r = RunSh("curl -sS -w '%{http_code}' http://evil.test:" + std::to_string(server.port()) + "/",
                  AllowLocal("allowed.test", server.port()));
   EXPECT_NE(r.out.find("evil.test is not on the allow-list"), std::string::npos) << r.out;
@@ -154,7 +101,7 @@ TEST(Egress, DeniedHostGets403NamingTheRule) {
 }
 
 TEST(Egress, DirectConnectionsThatSkipTheProxyFail) {
-  HttpServer server("direct");
+  LoopbackHttpServer server("direct");
   std::string port = std::to_string(server.port());
   auto r = RunSh("curl -sS -m 3 --noproxy '*' http://allowed.test:" + port + "/ 2>&1; echo rc=$?; "
                  "curl -sS -m 3 --noproxy '*' http://127.0.0.1:" + port + "/ 2>&1; echo rc=$?; "
@@ -167,7 +114,7 @@ TEST(Egress, DirectConnectionsThatSkipTheProxyFail) {
 }
 
 TEST(Egress, PrivateAndMetadataAddressesAreRefusedInEverySpelling) {
-  HttpServer server("internal");
+  LoopbackHttpServer server("internal");
   std::string port = std::to_string(server.port());
   // Even an allow entry for "localhost" does not open loopback: the address guard refuses it.
   std::string script = "for h in localhost 127.0.0.1 169.254.169.254 10.0.0.1 '[::1]' '[::ffff:127.0.0.1]' 0.0.0.0 "
@@ -187,7 +134,7 @@ TEST(Egress, PrivateAndMetadataAddressesAreRefusedInEverySpelling) {
 }
 
 TEST(Egress, WildcardAllowsSubdomainsOnly) {
-  HttpServer server("sub");
+  LoopbackHttpServer server("sub");
   std::string port = std::to_string(server.port());
   auto r = RunSh("for h in a.example.test example.test evilexample.test; do curl -sS -o /dev/null -w \"$h %{http_code}\\n\" "
                  "http://$h:" + port + "/; done",

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "loopback_http.h"
 
 namespace warden::testing {
 namespace {
@@ -136,58 +137,14 @@ TEST_F(Gvisor, PidsLimitCountsTheCommandsProcessesNotGvisorsThreads) {
   EXPECT_NE(r.out.find("Cannot fork"), std::string::npos) << r.out << r.err;
 }
 
-// A one-request-at-a-time HTTP server on the host's loopback, for the egress tests.
-class LoopbackHttp {
- public:
-  LoopbackHttp() {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a = {};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    listen(fd_, 16);
-    socklen_t len = sizeof(a);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] {
-      while (!stop_) {
-        pollfd p = {fd_, POLLIN, 0};
-        if (poll(&p, 1, 100) <= 0) continue;
-        int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (c < 0) continue;
-        char buf[4096];
-        if (recv(c, buf, sizeof(buf), 0) > 0) {
-          ++requests_;
-          const std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\nfrom-host";
-          send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
-        }
-        close(c);
-      }
-    });
-  }
-  ~LoopbackHttp() {
-    stop_ = true;
-    thread_.join();
-    close(fd_);
-  }
-  std::string port() const { return std::to_string(port_); }
-  int requests() const { return requests_; }
-
- private:
-  int fd_ = -1, port_ = 0;
-  std::atomic<int> requests_{0};
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 TEST_F(Gvisor, EgressGoesThroughWardensProxyOnly) {
-  LoopbackHttp server;
-  const std::string url = "http://allowed.test:" + server.port() + "/";
-  auto r = Sh("curl -sS " + url + "; echo; curl -sS -w ' %{http_code}\\n' http://evil.test:" + server.port() +
-                  "/; curl -sS -m 3 --noproxy '*' http://127.0.0.1:" + server.port() + "/ 2>&1; echo direct=$?; "
+  LoopbackHttpServer server;
+  const std::string url = "http://allowed.test:" + server.port_text() + "/";
+  auto r = Sh("curl -sS " + url + "; echo; curl -sS -w ' %{http_code}\\n' http://evil.test:" + server.port_text() +
+                  "/; curl -sS -m 3 --noproxy '*' http://127.0.0.1:" + server.port_text() + "/ 2>&1; echo direct=$?; "
                   "curl -sS -o /dev/null -w 'metadata %{http_code}\\n' http://169.254.169.254/; "
                   "python3 -c \"import socket; print(sorted(n for _, n in socket.if_nameindex()))\"",
-              {"--allow", "allowed.test:" + server.port(), "--resolve", "allowed.test=127.0.0.1"});
+              {"--allow", "allowed.test:" + server.port_text(), "--resolve", "allowed.test=127.0.0.1"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("from-host\n"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.out.find("evil.test is not on the allow-list\n 403"), std::string::npos) << r.out;
@@ -203,9 +160,9 @@ TEST_F(Gvisor, EgressGoesThroughWardensProxyOnly) {
 }
 
 TEST_F(Gvisor, EgressRecordMatchesNatives) {
-  LoopbackHttp server;
-  const std::vector<std::string> flags = {"--allow", "allowed.test:" + server.port(), "--resolve", "allowed.test=127.0.0.1"};
-  const std::string script = "curl -sS -o /dev/null http://allowed.test:" + server.port() + "/; curl -sS -o /dev/null http://evil.test/; "
+  LoopbackHttpServer server;
+  const std::vector<std::string> flags = {"--allow", "allowed.test:" + server.port_text(), "--resolve", "allowed.test=127.0.0.1"};
+  const std::string script = "curl -sS -o /dev/null http://allowed.test:" + server.port_text() + "/; curl -sS -o /dev/null http://evil.test/; "
                              "python3 -c \"import socket\ntry: socket.gethostbyname('evil.test')\nexcept OSError: pass\"";
   auto g = Sh(script, flags);
   auto n = RunSh(script, flags);  // native

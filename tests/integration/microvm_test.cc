@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "loopback_http.h"
 
 namespace warden::testing {
 namespace {
@@ -203,76 +204,22 @@ TEST_F(Microvm, TerminatedWardenStopsTheVmAndSaysWhy) {
   EXPECT_TRUE(PidsWithCmdline("warden-microvm-" + std::to_string(pid) + " ").empty());
 }
 
-// A minimal HTTP/1.1 server on the host's 127.0.0.1 (a stand-in for an outside server: the
-// tests map names to it with --resolve), answering every request with `body`, one at a time.
-class HostHttpServer {
- public:
-  explicit HostHttpServer(std::string body) : body_(std::move(body)) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a = {};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    listen(fd_, 32);
-    socklen_t len = sizeof(a);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { Serve(); });
-  }
-  ~HostHttpServer() {
-    stop_ = true;
-    thread_.join();
-    close(fd_);
-  }
-  std::string port() const { return std::to_string(port_); }
-  int requests() const { return requests_; }
-
- private:
-  void Serve() {
-    while (!stop_) {
-      pollfd p = {fd_, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      std::string req;
-      char buf[4096];
-      while (req.find("\r\n\r\n") == std::string::npos) {
-        ssize_t n = recv(c, buf, sizeof(buf), 0);
-        if (n <= 0) break;
-        req.append(buf, static_cast<size_t>(n));
-      }
-      if (!req.empty()) {
-        ++requests_;
-        std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body_.size()) +
-                           "\r\nConnection: close\r\n\r\n" + body_;
-        send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
-      }
-      close(c);
-    }
-  }
-  std::string body_;
-  int fd_ = -1, port_ = 0;
-  std::atomic<int> requests_{0};
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
 TEST_F(Microvm, EgressReachesAnAllowedHostThroughWardensProxyOnly) {
-  HostHttpServer server("hello-from-host");
-  const std::string url = "http://allowed.test:" + server.port() + "/";
+  LoopbackHttpServer server("hello-from-host");
+  const std::string url = "http://allowed.test:" + server.port_text() + "/";
   auto r = Sh("echo proxy=$HTTP_PROXY; curl -sS " + url + "; echo; curl -sS -p " + url + "; echo; " +
                   "python3 -c \"import urllib.request; print(urllib.request.urlopen('" + url + "').read().decode())\"; " +
-                  "curl -s -o /dev/null -w 'denied=%{http_code}\\n' http://denied.test:" + server.port() + "/; " +
-                  "curl -s -o /dev/null -w 'literal=%{http_code}\\n' http://127.0.0.1:" + server.port() + "/; " +
-                  "curl -s -o /dev/null -w 'loopback=%{http_code}\\n' http://localhost:" + server.port() + "/; " +
+                  "curl -s -o /dev/null -w 'denied=%{http_code}\\n' http://denied.test:" + server.port_text() + "/; " +
+                  "curl -s -o /dev/null -w 'literal=%{http_code}\\n' http://127.0.0.1:" + server.port_text() + "/; " +
+                  "curl -s -o /dev/null -w 'loopback=%{http_code}\\n' http://localhost:" + server.port_text() + "/; " +
                   "curl -s -o /dev/null -w 'metadata=%{http_code}\\n' http://169.254.169.254/; " +
                   // Around the proxy: the host's loopback and an outside address, directly.
-                  "curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:" + server.port() +
+                  "curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:" + server.port_text() +
                   "/ >/dev/null 2>&1 || echo direct-loopback-failed; " +
                   "curl -sS --noproxy '*' --max-time 5 http://192.0.2.1/ >/dev/null 2>&1 || echo direct-outside-failed; " +
                   "echo interfaces: $(ls /sys/class/net)",
-              {"--allow", "allowed.test:" + server.port(), "--resolve", "allowed.test=127.0.0.1", "--allow",
-               "localhost:" + server.port()});
+              {"--allow", "allowed.test:" + server.port_text(), "--resolve", "allowed.test=127.0.0.1", "--allow",
+               "localhost:" + server.port_text()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("proxy=http://127.0.0.1:3128\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("hello-from-host\nhello-from-host\nhello-from-host\n"), std::string::npos) << r.out << r.err;
@@ -302,11 +249,11 @@ TEST_F(Microvm, EgressReachesAnAllowedHostThroughWardensProxyOnly) {
 }
 
 TEST_F(Microvm, EgressCarriesMoreConnectionsThanPortsOneAfterAnother) {
-  HostHttpServer server("x");
-  const std::string url = "http://allowed.test:" + server.port() + "/";
+  LoopbackHttpServer server("x");
+  const std::string url = "http://allowed.test:" + server.port_text() + "/";
   // 12 at once over 8 ports: the rest wait for a free port; every port is used more than once.
   auto r = Sh("for i in $(seq 12); do curl -sS --max-time 30 " + url + " & done; wait; echo",
-              {"--allow", "allowed.test:" + server.port(), "--resolve", "allowed.test=127.0.0.1"});
+              {"--allow", "allowed.test:" + server.port_text(), "--resolve", "allowed.test=127.0.0.1"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "xxxxxxxxxxxx\n") << r.err;
   EXPECT_EQ(server.requests(), 12);
