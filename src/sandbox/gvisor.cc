@@ -181,14 +181,6 @@ class PidsTrace {
   bool limit_hit_ = false;
 };
 
-struct Stream {
-  UniqueFd fd;
-  int out = -1;
-  uint64_t delivered = 0;
-  bool truncated = false;
-  bool open = true;
-};
-
 // One runsc run of options.argv on one platform.
 class Runner {
  public:
@@ -201,7 +193,7 @@ class Runner {
   Status Prepare();
   Status Launch();
   void Loop();
-  void OnStream(Stream& s, bool* limit_hit);
+  void OnStream(OutputStream& s, bool* limit_hit);
   void OnStdinRelay();
   void OnTrace();
   Status SetUpNetworkFromParent();
@@ -223,7 +215,7 @@ class Runner {
   std::optional<cgroup::Cgroup> cg_;
   std::optional<Janitor> janitor_;
   StdinPlan stdin_;
-  Stream out_, err_;
+  OutputStream out_, err_;
   UniqueFd pidfd_, epoll_, timer_, cpu_timer_, sigfd_;
   UniqueFd trace_;  // read end of gVisor's clone trace, with --pids
   PidsTrace pids_trace_;
@@ -428,47 +420,13 @@ void Runner::Kill(Reason why) {
   syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
 }
 
-void Runner::OnStream(Stream& s, bool* limit_hit) {
-  char buf[65536];
-  ssize_t n = read(s.fd.get(), buf, sizeof(buf));
-  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-  if (n <= 0) {
-    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
-    s.open = false;
-    return;
-  }
-  size_t len = static_cast<size_t>(n);
-  const uint64_t limit = opt_.output_limit_bytes;
-  if (limit && s.delivered + len > limit) {
-    len = static_cast<size_t>(limit - s.delivered);
-    s.truncated = true;
-    *limit_hit = true;
-  }
-  if (s.truncated && len == 0) return;
-  WriteAll(s.out, buf, len);
-  s.delivered += len;
+void Runner::OnStream(OutputStream& s, bool* limit_hit) {
+  if (PumpOutput(s, opt_.output_limit_bytes, limit_hit)) return;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
+  s.open = false;
 }
 
-void Runner::OnStdinRelay() {
-  char buf[65536];
-  ssize_t n = read(stdin_.relay_in.get(), buf, sizeof(buf));
-  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-  if (n > 0) {
-    const char* p = buf;
-    size_t left = static_cast<size_t>(n);
-    while (left > 0) {
-      ssize_t w = write(stdin_.relay_out.get(), p, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) break;
-      p += w;
-      left -= static_cast<size_t>(w);
-    }
-    if (left == 0) return;
-  }
-  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, stdin_.relay_in.get(), nullptr);
-  stdin_.relay_in.reset();
-  stdin_.relay_out.reset();
-}
+void Runner::OnStdinRelay() { RelayStdin(stdin_, epoll_.get()); }
 
 void Runner::OnTrace() {
   char buf[65536];

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -77,6 +78,46 @@ std::vector<std::string> BuildEnv(const Options& o, std::string* path) {
   std::vector<std::string> out;
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);
   return out;
+}
+
+bool RelayStdin(StdinPlan& in, int epoll_fd) {
+  char buf[65536];
+  ssize_t n = read(in.relay_in.get(), buf, sizeof(buf));
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (n > 0) {
+    const char* p = buf;
+    size_t left = static_cast<size_t>(n);
+    while (left > 0) {
+      ssize_t w = write(in.relay_out.get(), p, left);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;  // the command closed its stdin
+      p += w;
+      left -= static_cast<size_t>(w);
+    }
+    if (left == 0) return true;
+  }
+  // Out of the epoll set before the close: relay_in is a dup, and an epoll registration lives
+  // as long as any descriptor of the file does.
+  if (epoll_fd >= 0) epoll_ctl(epoll_fd, EPOLL_CTL_DEL, in.relay_in.get(), nullptr);
+  in.relay_in.reset();
+  in.relay_out.reset();
+  return false;
+}
+
+bool PumpOutput(OutputStream& s, uint64_t limit, bool* limit_hit) {
+  char buf[65536];
+  ssize_t n = read(s.fd.get(), buf, sizeof(buf));
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (n <= 0) return false;
+  size_t len = static_cast<size_t>(n);
+  if (limit && s.delivered + len > limit) {
+    len = static_cast<size_t>(limit - s.delivered);
+    s.truncated = true;
+    *limit_hit = true;
+  }
+  if (len > 0) WriteAll(s.out, buf, len);
+  s.delivered += len;
+  return true;
 }
 
 }  // namespace warden::sandbox

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,27 @@ struct StdinPlan {
   UniqueFd relay_out;  // pipe write end, when relaying
 };
 Result<StdinPlan> PlanStdin(int fd);
+
+// Moves what the relay's input has to the command's stdin pipe, blocking on the pipe (a command
+// reading slowly throttles our reading). Returns false, with both ends closed (EOF for the
+// command) and the input taken out of `epoll_fd` when given, once the relay is over: its input
+// ended, or the command closed its stdin (the rest is dropped).
+bool RelayStdin(StdinPlan& in, int epoll_fd = -1);
+
+// One of the command's output streams as the host reads it: the read end of its pipe, where it
+// goes, and how much got through.
+struct OutputStream {
+  UniqueFd fd;
+  int out = -1;
+  uint64_t delivered = 0;
+  bool truncated = false;
+  bool open = true;
+};
+
+// Reads what `s.fd` has and writes it through to `s.out`, cut at `limit` bytes in all (0: no
+// cut); past the cut, output is read and dropped. Returns false at end of file (or a read error):
+// the stream is over. Sets *limit_hit when this read reached the cut.
+bool PumpOutput(OutputStream& s, uint64_t limit, bool* limit_hit);
 
 // The clean environment (PATH, HOME, LANG, USER, TERM) plus options.env, as NAME=VALUE; `path`
 // gets the PATH used to find the command.

@@ -53,48 +53,6 @@ Result<UniqueFd> Connect(const std::string& path) {
   return fd;
 }
 
-struct Stream {
-  UniqueFd fd;
-  int out = -1;
-  uint64_t delivered = 0;
-  bool truncated = false;
-};
-
-// Reads what is there; returns false at EOF. Sets *limit_hit when the cut is reached.
-bool Pump(Stream& s, uint64_t limit, bool* limit_hit) {
-  char buf[65536];
-  ssize_t n = read(s.fd.get(), buf, sizeof(buf));
-  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
-  if (n <= 0) return false;
-  size_t len = static_cast<size_t>(n);
-  if (limit && s.delivered + len > limit) {
-    len = static_cast<size_t>(limit - s.delivered);
-    s.truncated = true;
-    *limit_hit = true;
-  }
-  if (len > 0) WriteAll(s.out, buf, len);
-  s.delivered += len;
-  return true;
-}
-
-void Relay(StdinPlan& in) {
-  char buf[65536];
-  ssize_t n = read(in.relay_in.get(), buf, sizeof(buf));
-  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-  size_t left = n > 0 ? static_cast<size_t>(n) : 0;
-  const char* p = buf;
-  while (left > 0) {
-    ssize_t w = write(in.relay_out.get(), p, left);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) break;
-    p += w;
-    left -= static_cast<size_t>(w);
-  }
-  if (n > 0 && left == 0) return;
-  in.relay_in.reset();
-  in.relay_out.reset();
-}
-
 }  // namespace
 
 RunResult RunPooled(const std::string& socket_path, const Options& options, const Io& io,
@@ -117,7 +75,7 @@ RunResult RunPooled(const std::string& socket_path, const Options& options, cons
   int po[2], pe[2];
   if (pipe2(po, O_CLOEXEC) != 0)
     return SetupError(Status::FromErrno("pipe for output", errno).message());
-  Stream out, err;
+  OutputStream out, err;
   out.fd.reset(po[0]);
   UniqueFd child_out(po[1]);
   if (pipe2(pe, O_CLOEXEC) != 0)
@@ -187,8 +145,8 @@ RunResult RunPooled(const std::string& socket_path, const Options& options, cons
     }
     if (poll(p, 5, timeout) < 0 && errno != EINTR) break;
     bool limit_hit = false;
-    if (p[0].revents) out_open = Pump(out, limit, &limit_hit);
-    if (p[1].revents) err_open = Pump(err, limit, &limit_hit);
+    if (p[0].revents) out_open = PumpOutput(out, limit, &limit_hit);
+    if (p[1].revents) err_open = PumpOutput(err, limit, &limit_hit);
     if (limit_hit && !limit_sent && !record) {
       limit_sent = true;
       Send(conn->get(), {{"kill", "output_limit"}});
@@ -210,7 +168,7 @@ RunResult RunPooled(const std::string& socket_path, const Options& options, cons
       }
       if (record) conn_open = false;
     }
-    if (p[3].revents) Relay(*in);
+    if (p[3].revents) RelayStdin(*in);
     if (p[4].revents) {
       struct signalfd_siginfo si;
       if (read(sigfd.get(), &si, sizeof(si)) == sizeof(si) && conn_open) {

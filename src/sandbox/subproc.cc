@@ -109,14 +109,6 @@ class Janitor {
   UniqueFd pipe_;
 };
 
-struct Stream {
-  UniqueFd fd;
-  int out = -1;
-  uint64_t delivered = 0;
-  bool truncated = false;
-  bool open = true;
-};
-
 class Supervisor {
  public:
   Supervisor(const Options& o, const Io& io, NetworkProvider* network) : opt_(o), io_(io), network_(network) {}
@@ -127,7 +119,7 @@ class Supervisor {
   Status Launch(contain::ChildSpec& spec);
   void Loop();
   void OnSync();
-  void OnStream(Stream& s, bool* limit_hit);
+  void OnStream(OutputStream& s, bool* limit_hit);
   void OnStdinRelay();
   void OnNotify();
   void Kill(Reason why);
@@ -141,7 +133,7 @@ class Supervisor {
   std::optional<cgroup::Cgroup> cg_;
   std::optional<Janitor> janitor_;
   StdinPlan stdin_;
-  Stream out_, err_;
+  OutputStream out_, err_;
   UniqueFd sync_, pidfd_, epoll_, timer_, cpu_timer_, notify_, sigfd_;
   pid_t pid_ = -1;
   bool exited_ = false;
@@ -304,48 +296,13 @@ void Supervisor::OnSync() {
   if (m->type != sync::kNotifyFd && m->fd >= 0) close(m->fd);
 }
 
-void Supervisor::OnStream(Stream& s, bool* limit_hit) {
-  char buf[65536];
-  ssize_t n = read(s.fd.get(), buf, sizeof(buf));
-  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-  if (n <= 0) {
-    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
-    s.open = false;
-    return;
-  }
-  size_t len = static_cast<size_t>(n);
-  const uint64_t limit = opt_.output_limit_bytes;
-  if (limit && s.delivered + len > limit) {
-    len = static_cast<size_t>(limit - s.delivered);
-    s.truncated = true;
-    *limit_hit = true;
-  }
-  if (s.truncated && len == 0) return;
-  WriteAll(s.out, buf, len);
-  s.delivered += len;
+void Supervisor::OnStream(OutputStream& s, bool* limit_hit) {
+  if (PumpOutput(s, opt_.output_limit_bytes, limit_hit)) return;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
+  s.open = false;
 }
 
-void Supervisor::OnStdinRelay() {
-  char buf[65536];
-  ssize_t n = read(stdin_.relay_in.get(), buf, sizeof(buf));
-  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-  if (n > 0) {
-    // A blocking write: the command reading slowly throttles our reading of the terminal.
-    const char* p = buf;
-    size_t left = static_cast<size_t>(n);
-    while (left > 0) {
-      ssize_t w = write(stdin_.relay_out.get(), p, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) break;  // the command closed its stdin: drop the rest
-      p += w;
-      left -= static_cast<size_t>(w);
-    }
-    if (left == 0) return;
-  }
-  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, stdin_.relay_in.get(), nullptr);
-  stdin_.relay_in.reset();
-  stdin_.relay_out.reset();  // EOF for the command
-}
+void Supervisor::OnStdinRelay() { RelayStdin(stdin_, epoll_.get()); }
 
 void Supervisor::OnNotify() {
   auto v = seccomp::AnswerOneFromParent(notify_.get());
