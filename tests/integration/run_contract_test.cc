@@ -2,7 +2,10 @@
 // and the errors a user gets for bad input (exit 125, one line naming what was wrong).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -43,6 +46,36 @@ TEST(RunContract, StdinPassesThrough) {
   inv.stdin_data = "hello sandbox\n";
   auto r = RunWarden(inv);
   EXPECT_EQ(r.out, "HELLO SANDBOX\ndone\n");
+}
+
+// A socket (or a terminal) as warden's stdin is never handed to the command: it is relayed through
+// a pipe (host_io's RelayStdin), and the command sees the pipe and the bytes, then EOF.
+TEST(RunContract, StdinFromASocketIsRelayedThroughAPipe) {
+  int sv[2], out[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(sv[1], 0);
+    dup2(out[1], 1);
+    execl(WARDEN_BIN, WARDEN_BIN, "run", "--", "/bin/sh", "-c", "stat -L -c %F /proc/self/fd/0; cat",
+          nullptr);
+    _exit(98);
+  }
+  close(sv[1]);
+  close(out[1]);
+  const std::string sent = "relayed through a socket\n";
+  ASSERT_EQ(write(sv[0], sent.data(), sent.size()), static_cast<ssize_t>(sent.size()));
+  shutdown(sv[0], SHUT_WR);
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(sv[0]);
+  close(out[0]);
+  EXPECT_EQ(got, "fifo\n" + sent);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 TEST(RunContract, ShellPipelinesWork) {
