@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/profile_flags.h"
+
 namespace warden::cli {
 
 class PoolCommand {
@@ -27,11 +29,9 @@ class PoolCommand {
   uint32_t size_ = 4;
   std::string idle_timeout_;
   bool json_ = false;
-  std::string profile_, timeout_, memory_, cpu_, output_limit_, tmpfs_size_, file_size_, workdir_;
-  uint32_t pids_ = 0, open_files_ = 0;
-  bool no_protect_ = false, workspace_ = false;
+  ProfileFlags flags_;
+  bool workspace_ = false;
   pid_t parent_pid_ = 0;
-  std::vector<std::string> ro_, rw_, env_, protect_, accept_missing_;
 };
 
 }  // namespace warden::cli

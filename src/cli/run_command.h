@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/profile_flags.h"
+
 namespace warden::cli {
 
 class RunCommand {
@@ -18,10 +20,9 @@ class RunCommand {
 
  private:
   CLI::App* sub_;
-  std::string profile_, timeout_, memory_, cpu_, output_limit_, tmpfs_size_, file_size_, workdir_, net_, backend_, json_, pool_;
-  uint32_t pids_ = 0, open_files_ = 0;
-  bool no_protect_ = false;
-  std::vector<std::string> ro_, rw_, env_, allow_, resolve_, protect_, accept_missing_;
+  ProfileFlags flags_;
+  std::string net_, backend_, json_, pool_;
+  std::vector<std::string> allow_, resolve_;
   std::vector<std::string> command_;
 };
 
