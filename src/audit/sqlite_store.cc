@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <filesystem>
 #include <variant>
 #include <vector>
 
+#include "audit/db_file.h"
 #include "audit/sha256.h"
 
 namespace warden::audit {
@@ -141,28 +141,6 @@ Result<AuditEntry> Decode(sqlite3_stmt* stmt) {
   return FromJson(j);
 }
 
-Status MakeParentDirectories(const std::filesystem::path& file) {
-  std::filesystem::path dir = file.parent_path();
-  if (dir.empty()) return Status::Ok();
-  std::filesystem::path partial;
-  for (const auto& part : dir) {
-    partial /= part;
-    if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
-      return Status::FromErrno("create directory " + partial.string(), errno);
-    }
-  }
-  return Status::Ok();
-}
-
-// SQLite would create the file with the process umask; creating it first fixes mode 0600, and
-// SQLite gives the -wal and -shm files the same mode as the database.
-Status CreateFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return Status::FromErrno("open " + path, errno);
-  close(fd);
-  return Status::Ok();
-}
-
 Result<Db> OpenDb(const std::string& path, int flags, int busy_timeout_ms) {
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
@@ -284,8 +262,7 @@ Result<std::unique_ptr<SqliteAuditStore>> SqliteAuditStore::Open(const AuditOpti
     }
     return store;
   }
-  WARDEN_RETURN_IF_ERROR(MakeParentDirectories(path));
-  WARDEN_RETURN_IF_ERROR(CreateFile(path));
+  WARDEN_RETURN_IF_ERROR(audit::CreateDatabaseFile(path));
   auto db = OpenDb(path, SQLITE_OPEN_READWRITE, options.busy_timeout_ms);
   if (!db) return db.status();
   sqlite3* raw = db->get();

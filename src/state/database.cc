@@ -1,45 +1,17 @@
 #include "state/database.h"
 
-#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <filesystem>
 
+#include "audit/db_file.h"
 #include "audit/time_format.h"
 
 namespace warden::state {
 
 void DbCloser::operator()(sqlite3* db) const { sqlite3_close_v2(db); }
 void StmtFinalizer::operator()(sqlite3_stmt* stmt) const { sqlite3_finalize(stmt); }
-
-namespace {
-
-Status MakeParentDirectories(const std::filesystem::path& file) {
-  std::filesystem::path dir = file.parent_path();
-  if (dir.empty()) return Status::Ok();
-  std::filesystem::path partial;
-  for (const auto& part : dir) {
-    partial /= part;
-    if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) {
-      return Status::FromErrno("create directory " + partial.string(), errno);
-    }
-  }
-  return Status::Ok();
-}
-
-// SQLite would create the file with the process umask; creating it first fixes mode 0600, and
-// SQLite gives the -wal and -shm files the same mode.
-Status CreateFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return Status::FromErrno("open " + path, errno);
-  close(fd);
-  return Status::Ok();
-}
-
-}  // namespace
 
 Status SqlError(sqlite3* db, const std::string& step) {
   return Status::Error(step + ": " + sqlite3_errmsg(db) + " (sqlite error " +
@@ -101,8 +73,7 @@ Result<Db> OpenDatabase(const DatabaseOptions& options) {
   if (path.empty()) return Status::Error("the state database path is empty");
   int flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW;
   if (options.create) {
-    WARDEN_RETURN_IF_ERROR(MakeParentDirectories(path));
-    WARDEN_RETURN_IF_ERROR(CreateFile(path));
+    WARDEN_RETURN_IF_ERROR(audit::CreateDatabaseFile(path));
     flags |= SQLITE_OPEN_READWRITE;
   } else {
     struct stat st;
