@@ -1,16 +1,12 @@
 #!/usr/bin/env bash
 # Runs warden's benchmarks (figures and how to read them: bench/README.md).
-# usage: bench/run.sh [BUILD_DIR] [ROUNDS]
+# usage: bench/run.sh [BUILD_DIR] [ROUNDS]   (ROUNDS: start-up rounds, default 40)
 set -euo pipefail
 BUILD=${1:-build}
-ROUNDS=${2:-200}
-cmake --build "$BUILD" --target gvisor_bench startup_bench egress_bench policy_bench audit_bench gateway_bench >/dev/null
-echo "== sandbox start-up: warden run against bare exec, unshare and bubblewrap =="
+ROUNDS=${2:-40}
+cmake --build "$BUILD" --target startup_bench egress_bench policy_bench audit_bench gateway_bench >/dev/null
+echo "== sandbox start-up: cold, pooled, gvisor and microvm against bare exec, unshare, bubblewrap and runsc =="
 "$BUILD/bench/startup_bench" "$ROUNDS"
-echo
-echo "== pre-warmed pools: /bin/true through warden run --pool and in-process against cold and bare =="
-cmake --build "$BUILD" --target pool_bench >/dev/null
-"$BUILD/bench/pool_bench" "$ROUNDS"
 echo
 echo "== egress proxy: throughput and added latency against direct =="
 "$BUILD/bench/egress_bench"
@@ -23,9 +19,3 @@ WARDEN_BENCH_DIR=/var/tmp "$BUILD/bench/audit_bench"
 echo
 echo "== gateway: a tools/call through warden serve against direct, supergateway and mcp-proxy =="
 WARDEN_BENCH_DIR=/var/tmp "$BUILD/bench/gateway_bench"
-echo
-echo "== microvm: /bin/true boot to exit through warden run --backend microvm (TCG where KVM does not work) =="
-bench/microvm_bench.sh "$BUILD" 10
-echo
-echo "== gVisor: /bin/true through warden run --backend gvisor against bare runsc =="
-"$BUILD/bench/gvisor_bench" 40
