@@ -16,6 +16,8 @@
 //                  `warden serve` uses it
 //   inproc-limits  the same against the pool with limits
 //   runsc          bare runsc with a minimal OCI bundle, on the platform warden chose
+//   runsc-warden   bare runsc with the bundle warden generates for the command (its mounts,
+//                  /etc, /tmp, environment): the denominator of the 1.1x target
 //   gvisor         `warden run --backend gvisor`
 //   microvm        `warden run --backend microvm` (only --microvm-rounds rounds, spread over the
 //   run)
@@ -52,8 +54,12 @@
 #include <tuple>
 #include <vector>
 
+#include "sandbox/gvisor_bundle.h"
+#include "sandbox/host_io.h"
+#include "sandbox/mnt.h"
 #include "sandbox/pool.h"
 #include "sandbox/profile.h"
+#include "sandbox/user.h"
 
 extern char** environ;
 
@@ -329,22 +335,48 @@ bool WriteMinimalBundle(const std::string& dir, const Argv& args) {
   return static_cast<bool>(out);
 }
 
-// Bare runsc, one bundle per command (the command is in the bundle's config.json).
-std::optional<Launcher> RunscLauncher(const std::string& runsc, const std::string& platform,
+// The bundle `warden run --backend gvisor -- ARGS` hands to runsc (same library calls as
+// gvisor.cc: the default profile's mounts, generated /etc, /tmp, environment, ids), so that bare
+// runsc with it measures what warden adds around runsc and nothing of what the bundle asks of
+// gVisor.
+bool WriteWardenBundle(const std::string& dir, const Argv& args) {
+  warden::sandbox::Options o;
+  o.protect = warden::sandbox::DefaultProtectedPaths();
+  o.argv = args;
+  const auto ids = warden::sandbox::user::ChooseFromParent();
+  auto plan = warden::sandbox::mnt::PlanFromParent(o, ids.host_uid, ids.host_gid);
+  if (!plan) return false;
+  warden::sandbox::gvisor::ProcessSpec process;
+  std::string path;
+  process.argv = args;
+  process.env = warden::sandbox::BuildEnv(o, &path);
+  process.uid = ids.host_uid;
+  process.gid = ids.host_gid;
+  process.workdir = "/tmp";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  return warden::sandbox::gvisor::WriteBundle(dir, o, *plan, process).ok();
+}
+
+// Bare runsc, one bundle per command (the command is in the bundle's config.json), written by
+// `write`.
+std::optional<Launcher> RunscLauncher(const std::string& name, const std::string& title,
+                                      bool (*write)(const std::string&, const Argv&),
+                                      const std::string& runsc, const std::string& platform,
                                       const std::string& dir,
                                       const std::vector<Command>& commands) {
   std::map<std::string, std::string> bundles;
   for (size_t i = 0; i < commands.size(); ++i) {
-    std::string bundle = dir + "/bundle-" + std::to_string(i);
-    if (!WriteMinimalBundle(bundle, commands[i].argv)) return std::nullopt;
+    std::string bundle = dir + "/" + name + "-bundle-" + std::to_string(i);
+    if (!write(bundle, commands[i].argv)) return std::nullopt;
     bundles[commands[i].label] = bundle;
   }
-  Argv prefix = {runsc,       "--root", dir + "/runsc-state", "--platform", platform,
+  Argv prefix = {runsc,       "--root", dir + "/" + name + "-state", "--platform", platform,
                  "--network", "none",   "--ignore-cgroups",   "run"};
-  return Launcher{
-      "runsc", "bare runsc (" + platform + ")", [prefix, bundles](const Command& c) {
-        return TimeSpawn(Concat(prefix, {"--bundle", bundles.at(c.label), "startup-bench"}));
-      }};
+  return Launcher{name, title + " (" + platform + ")", [prefix, bundles](const Command& c) {
+                    return TimeSpawn(
+                        Concat(prefix, {"--bundle", bundles.at(c.label), "startup-bench"}));
+                  }};
 }
 
 // ---- microVM ------------------------------------------------------------------------------
@@ -532,7 +564,7 @@ void AddPoolLaunchers(const Selection& want, const std::string& warden, Fixtures
 void AddGvisorLaunchers(const Selection& want, const std::string& warden,
                         const std::vector<Command>& commands, Fixtures* f,
                         std::vector<Launcher>* out) {
-  if (!want.WantsAny({"runsc", "gvisor"})) return;
+  if (!want.WantsAny({"runsc", "runsc-warden", "gvisor"})) return;
   const std::string runsc = Which("runsc");
   if (geteuid() != 0 || runsc.empty()) {
     Skip("runsc, gvisor", geteuid() != 0
@@ -547,10 +579,18 @@ void AddGvisorLaunchers(const Selection& want, const std::string& warden,
     return;
   }
   if (want.Wants("runsc")) {
-    if (auto l = RunscLauncher(runsc, platform, f->dir.path, commands))
+    if (auto l = RunscLauncher("runsc", "bare runsc, minimal bundle", WriteMinimalBundle, runsc,
+                               platform, f->dir.path, commands))
       out->push_back(*l);
     else
       Skip("runsc", "could not write the bundles under " + f->dir.path);
+  }
+  if (want.Wants("runsc-warden")) {
+    if (auto l = RunscLauncher("runsc-warden", "bare runsc, warden's bundle", WriteWardenBundle,
+                               runsc, platform, f->dir.path, commands))
+      out->push_back(*l);
+    else
+      Skip("runsc-warden", "could not write warden's bundles under " + f->dir.path);
   }
   if (want.Wants("gvisor"))
     out->push_back(SpawnLauncher("gvisor", "warden --backend gvisor",
@@ -706,7 +746,9 @@ void PrintTargets(const Samples& s, const std::vector<Command>& commands,
   PrintRatio(s, commands, "pooled in-process + limits / bare", "inproc-limits", "bare", 1.5);
   PrintRatio(s, commands, "warden run --pool / bare", "pool", "bare", 2, TwoExecsNote(s, commands));
   PrintRatio(s, commands, "warden run --pool + limits / bare", "pool-limits", "bare", 2);
-  PrintRatio(s, commands, "warden gvisor / bare runsc", "gvisor", "runsc", 1.1);
+  PrintRatio(s, commands, "warden gvisor / bare runsc with warden's bundle (warden's own cost)",
+             "gvisor", "runsc-warden", 1.1);
+  PrintRatio(s, commands, "warden gvisor / bare runsc with a minimal bundle", "gvisor", "runsc", 0);
   PrintRatio(s, commands, "cold warden / bwrap (the sandbox issue's target)", "warden", "bwrap",
              0.8);
   PrintRatio(s, commands, "cold warden + limits / bwrap", "warden-limits", "bwrap", 0);
@@ -752,7 +794,7 @@ int main(int argc, char** argv) {
                  "usage: startup_bench [ROUNDS] [--only NAME,...] [--microvm-rounds N]\n"
                  "names: bare (always), warden-version, unshare, bwrap, warden, warden-limits, "
                  "pool, pool-limits, inproc,\n"
-                 "       inproc-limits, runsc, gvisor, microvm\n");
+                 "       inproc-limits, runsc, runsc-warden, gvisor, microvm\n");
     return 2;
   }
   const char* bin_env = getenv("WARDEN_BIN");
