@@ -27,14 +27,21 @@ std::set<std::string> TmpEntries() {
   return names;
 }
 
-// Entries that appeared in /tmp since `before`. warden itself never creates host temp files;
-// other test binaries running at the same time (ctest -j) make fixtures named warden-test-* or
-// warden-egress-*, which are not the sandbox's.
+// Entries that appeared in /tmp since `before`. `warden run` itself never creates host temp
+// files; other test binaries running at the same time (ctest -j) do, under these prefixes, none of
+// which a cold run uses: their fixtures, and the gateway's sandbox__exec workspaces and exec pool
+// (warden-exec-*, warden-serve-*, warden-pool-*).
 std::vector<std::string> NewTmpEntries(const std::set<std::string>& before) {
+  static const char* const kOthers[] = {
+      "warden-test",  "warden-egress",          "warden-gw",          "warden-state-",
+      "warden-tls-",  "warden-upstream-secret", "warden-cgroup-test", "warden-landlock-test",
+      "warden-exec-", "warden-serve-",          "warden-pool-"};
   std::vector<std::string> added;
   for (const auto& n : TmpEntries()) {
-    if (before.count(n) || n.rfind("warden-test", 0) == 0 || n.rfind("warden-egress", 0) == 0) continue;
-    added.push_back(n);
+    if (before.count(n)) continue;
+    bool other = false;
+    for (const char* prefix : kOthers) other |= n.rfind(prefix, 0) == 0;
+    if (!other) added.push_back(n);
   }
   return added;
 }
