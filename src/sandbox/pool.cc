@@ -536,6 +536,8 @@ void Server::Answer(Slot& s, int status, const struct rusage& ru) {
   }
 }
 
+// The sandbox's init is gone: reap it, answer its client (when that has not happened at the
+// command's end), destroy it.
 void Server::OnExit(Slot& s) {
   s.exited = true;
   s.ended_ms = NowMs();
@@ -563,6 +565,8 @@ void Server::OnExit(Slot& s) {
     Answer(s, status, ru);
   } else if (s.state == SlotState::kClaimed && s.claimed_ms == 0) {
     ++failed_;  // died as it was being handed out; its client was given another
+  } else if (s.state == SlotState::kHeld) {
+    // Its client left (or failed to fill the workspace) before starting it: killed, not lost.
   } else if (s.state != SlotState::kClaimed) {
     // Died while waiting: a crash (or a kill from outside), or a sandbox that could not be built.
     ++failed_;

@@ -170,10 +170,13 @@ TEST_F(PoolWorkspace, APrepareErrorEndsTheRunBeforeTheCommandAndThePoolGoesOn) {
   EXPECT_EQ(c.out, "");
   EXPECT_FALSE(x.not_served);  // it was served: the failure is the caller's own
   EXPECT_TRUE(WaitGone(seen)) << seen << " outlived the run";
-  // The held sandbox was destroyed, not handed out again; the pool still serves.
+  // The held sandbox was destroyed, not handed out again, and not counted as lost; the pool
+  // still serves.
   PooledRun next;
   Captured d = RunIn(*pool_, "echo ok", next);
   EXPECT_EQ(d.out, "ok\n");
+  EXPECT_EQ(pool_->Status()["failed"], 0) << pool_->Log();
+  EXPECT_EQ(pool_->Log().find("was lost"), std::string::npos) << pool_->Log();
 }
 
 // The result comes as soon as the command ends (before the sandbox's namespaces are torn down),
