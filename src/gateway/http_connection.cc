@@ -281,10 +281,18 @@ void HttpConnection::ServeApiBody() {
                        .body = req.body(),
                        .peer = peer_};
   auto executor = stream_.get_executor();
-  // The host answers from any thread, once; the connection waits for it.
+  // The host answers from any thread, once. The watch on the socket keeps the connection alive
+  // meanwhile (and notices a client that leaves); the answer holds it only weakly, as MCP replies
+  // do: a strong reference kept in the host's queue could be the last one, and destroy the
+  // connection on a worker thread after the server's io_context is gone.
+  Watch();
+  std::weak_ptr<HttpConnection> weak = weak_from_this();
+  std::shared_ptr<ServerShared> shared = shared_;
   shared_->host.Admin(caller_, std::move(request),
-                      [self = shared_from_this(), executor](AdminReply reply) {
-                        self->shared_->gate.Post([&] {
+                      [weak, executor, shared](AdminReply reply) {
+                        auto self = weak.lock();
+                        if (!self) return;  // the client went away
+                        shared->gate.Post([&] {
                           net::post(executor, [self, reply = std::move(reply)]() mutable {
                             self->SendJson(static_cast<Status>(reply.status),
                                            std::move(reply.body), self->request_keep_alive_,
