@@ -190,11 +190,9 @@ TEST(StandardPipeline, ChainsTheStagesInTheArchitecturesOrder) {
                                       "audit"}));
 }
 
-// The audit entry of a sandbox__exec says which profile and backend ran it and which rule chose
-// them (the real execute stage: the command runs).
-TEST(StandardPipeline, AuditEntrySaysWhichSandboxProfileAndBackendRanTheCode) {
-  TempDir dir;
-  policy::PolicyHolder holder(PolicyFromText(R"(version: 1
+// sandbox__exec on profile "strict" when the command starts with "echo strict" (rule tools[0]),
+// else on the policy's default profile.
+constexpr const char* kStrictOrDefaultPolicy = R"(version: 1
 sandbox:
   profiles:
     default: { timeout: 20s }
@@ -207,7 +205,13 @@ tools:
     risk: low
 defaults:
   effect_by_risk: { low: allow, medium: allow, high: deny }
-)"));
+)";
+
+// The audit entry of a sandbox__exec says which profile and backend ran it and which rule chose
+// them (the real execute stage: the command runs).
+TEST(StandardPipeline, AuditEntrySaysWhichSandboxProfileAndBackendRanTheCode) {
+  TempDir dir;
+  policy::PolicyHolder holder(PolicyFromText(kStrictOrDefaultPolicy));
   KillSwitches kills;
   BuiltinTools tools = BuiltinTools::Default();
   auto log = OpenAudit(dir.File("a.db"));
@@ -235,20 +239,7 @@ defaults:
 TEST(StandardPipeline, AuditEntrySaysWhenThePreWarmedPoolRanTheCode) {
   if (geteuid() != 0) GTEST_SKIP() << "the default profile's cgroup limits need root";
   TempDir dir;
-  policy::PolicyHolder holder(PolicyFromText(R"(version: 1
-sandbox:
-  profiles:
-    default: { timeout: 20s }
-    strict: { timeout: 10s }
-tools:
-  - match: { tool: "sandbox__exec", args: { "/command": { prefix: "echo strict" } } }
-    risk: low
-    sandbox: strict
-  - match: { tool: "sandbox__exec" }
-    risk: low
-defaults:
-  effect_by_risk: { low: allow, medium: allow, high: deny }
-)"));
+  policy::PolicyHolder holder(PolicyFromText(kStrictOrDefaultPolicy));
   auto pool = ExecPool::Start(holder.Current()->sandbox.profiles.at("default"), 1);
   ASSERT_TRUE(pool.ok()) << pool.status().message();
   bool ready = false;
