@@ -15,7 +15,6 @@
 #include <thread>
 
 #include "gateway/exec_pool.h"
-#include "sandbox/pool.h"
 #include "gateway/web_fetch.h"
 #include "testing.h"
 
@@ -33,16 +32,8 @@ const ExecPool* ExecPoolForTests() { return PoolSlot().get(); }
 class ExecPoolEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    auto pool = ExecPool::Start(DefaultExecProfile(), 2);
-    ASSERT_TRUE(pool.ok()) << pool.status().message();
-    PoolSlot() = std::move(*pool);
-    // Until the pool is up, calls run cold (as in `warden serve`'s first moments): wait for it.
-    for (int i = 0; i < 500; ++i) {
-      auto status = sandbox::pool::QueryStatus(PoolSlot()->socket());
-      if (status.ok() && (*status)["ready"].get<int>() >= 2) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    FAIL() << "the exec pool did not get ready in 10 s";
+    PoolSlot() = testing::StartReadyExecPool(DefaultExecProfile(), 2);
+    ASSERT_NE(PoolSlot(), nullptr);
   }
   void TearDown() override { PoolSlot().reset(); }
 };

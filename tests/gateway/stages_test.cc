@@ -6,12 +6,10 @@
 
 #include <unistd.h>
 
-#include <chrono>
-#include <thread>
+#include <string>
+#include <vector>
 
 #include "gateway/default_policy.h"
-#include "gateway/exec_pool.h"
-#include "sandbox/pool.h"
 #include "testing.h"
 
 namespace warden::gateway {
@@ -209,67 +207,58 @@ defaults:
 
 // The audit entry of a sandbox__exec says which profile and backend ran it and which rule chose
 // them (the real execute stage: the command runs).
-TEST(StandardPipeline, AuditEntrySaysWhichSandboxProfileAndBackendRanTheCode) {
+// Runs `echo strict` then `echo plain` through the standard pipeline on kStrictOrDefaultPolicy
+// with `tools`, checks their output, and returns the reasons of their two audit entries.
+std::vector<std::string> StrictThenPlainReasons(const BuiltinTools& tools) {
   TempDir dir;
   policy::PolicyHolder holder(PolicyFromText(kStrictOrDefaultPolicy));
   KillSwitches kills;
-  BuiltinTools tools = BuiltinTools::Default();
   auto log = OpenAudit(dir.File("a.db"));
   auto p = BuildStandardPipeline({&holder, &kills, &tools, log.get(), {"", "alice", "", ""}});
   for (const char* command : {"echo strict", "echo plain"}) {
     CallContext call;
     call.tool = "sandbox__exec";
     call.arguments = {{"command", command}};
-    ASSERT_EQ(p->Run(call).result, StageResult::kContinue) << call.verdict.reason;
+    EXPECT_EQ(p->Run(call).result, StageResult::kContinue) << call.verdict.reason;
+    if (call.result) {
+      EXPECT_EQ(call.result->mcp_result["structuredContent"]["stdout"],
+                std::string(command).substr(5) + "\n");
+    }
   }
+  std::vector<std::string> reasons;
   auto entries = log->Tail(2);
-  ASSERT_TRUE(entries.ok());
-  ASSERT_EQ(entries->size(), 2u);
-  EXPECT_NE((*entries)[0].reason.find("ran in sandbox profile 'strict' from rule tools[0]"),
+  EXPECT_TRUE(entries.ok());
+  if (entries.ok()) {
+    for (const auto& e : *entries) reasons.push_back(e.reason);
+  }
+  return reasons;
+}
+
+TEST(StandardPipeline, AuditEntrySaysWhichSandboxProfileAndBackendRanTheCode) {
+  const auto reasons = StrictThenPlainReasons(BuiltinTools::Default());
+  ASSERT_EQ(reasons.size(), 2u);
+  EXPECT_NE(reasons[0].find("ran in sandbox profile 'strict' from rule tools[0]"),
             std::string::npos)
-      << (*entries)[0].reason;
-  EXPECT_NE((*entries)[0].reason.find("backend native"), std::string::npos) << (*entries)[0].reason;
-  EXPECT_NE((*entries)[1].reason.find("ran in sandbox profile 'default', backend native"),
+      << reasons[0];
+  EXPECT_NE(reasons[0].find("backend native"), std::string::npos) << reasons[0];
+  EXPECT_NE(reasons[1].find("ran in sandbox profile 'default', backend native"),
             std::string::npos)
-      << (*entries)[1].reason;
+      << reasons[1];
 }
 
 // With a pre-warmed pool for the default profile (as `warden serve` runs), calls on that profile
 // run pooled and say so in the audit entry; a call the policy gives another profile runs cold.
 TEST(StandardPipeline, AuditEntrySaysWhenThePreWarmedPoolRanTheCode) {
   if (geteuid() != 0) GTEST_SKIP() << "the default profile's cgroup limits need root";
-  TempDir dir;
-  policy::PolicyHolder holder(PolicyFromText(kStrictOrDefaultPolicy));
-  auto pool = ExecPool::Start(holder.Current()->sandbox.profiles.at("default"), 1);
-  ASSERT_TRUE(pool.ok()) << pool.status().message();
-  bool ready = false;
-  for (int i = 0; i < 500 && !ready; ++i) {
-    auto status = sandbox::pool::QueryStatus((*pool)->socket());
-    ready = status.ok() && (*status)["ready"].get<int>() >= 1;
-    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_TRUE(ready) << "the pool did not get ready";
-  KillSwitches kills;
-  BuiltinTools tools = BuiltinTools::Default(pool->get());
-  auto log = OpenAudit(dir.File("a.db"));
-  auto p = BuildStandardPipeline({&holder, &kills, &tools, log.get(), {"", "alice", "", ""}});
-  for (const char* command : {"echo strict", "echo plain"}) {
-    CallContext call;
-    call.tool = "sandbox__exec";
-    call.arguments = {{"command", command}};
-    ASSERT_EQ(p->Run(call).result, StageResult::kContinue) << call.verdict.reason;
-    EXPECT_EQ(call.result->mcp_result["structuredContent"]["stdout"],
-              std::string(command).substr(5) + "\n");
-  }
-  auto entries = log->Tail(2);
-  ASSERT_TRUE(entries.ok());
-  ASSERT_EQ(entries->size(), 2u);
-  EXPECT_EQ((*entries)[0].reason.find("pre-warmed pool"), std::string::npos)
-      << (*entries)[0].reason;
-  EXPECT_NE((*entries)[1].reason.find(
-                "ran in sandbox profile 'default', backend native (pre-warmed pool)"),
+  auto pool = testing::StartReadyExecPool(
+      PolicyFromText(kStrictOrDefaultPolicy)->sandbox.profiles.at("default"), 1);
+  ASSERT_NE(pool, nullptr);
+  const auto reasons = StrictThenPlainReasons(BuiltinTools::Default(pool.get()));
+  ASSERT_EQ(reasons.size(), 2u);
+  EXPECT_EQ(reasons[0].find("pre-warmed pool"), std::string::npos) << reasons[0];
+  EXPECT_NE(reasons[1].find("ran in sandbox profile 'default', backend native (pre-warmed pool)"),
             std::string::npos)
-      << (*entries)[1].reason;
+      << reasons[1];
 }
 
 TEST(DefaultPolicy, AllowsSandboxExecAtMediumAndDeniesEverythingElse) {

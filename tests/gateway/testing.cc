@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+
+#include "sandbox/pool.h"
 
 namespace warden::gateway::testing {
 namespace {
@@ -30,6 +34,19 @@ std::shared_ptr<const policy::Policy> PolicyFromText(const std::string& yaml) {
   EXPECT_TRUE(loaded.ok()) << loaded.status().message();
   if (!loaded.ok()) return nullptr;
   return std::make_shared<const policy::Policy>(std::move(*loaded));
+}
+
+std::unique_ptr<ExecPool> StartReadyExecPool(const sandbox::Options& profile, uint32_t size) {
+  auto pool = ExecPool::Start(profile, size);
+  EXPECT_TRUE(pool.ok()) << pool.status().message();
+  if (!pool.ok()) return nullptr;
+  for (int i = 0; i < 500; ++i) {
+    auto status = sandbox::pool::QueryStatus((*pool)->socket());
+    if (status.ok() && (*status)["ready"].get<uint32_t>() >= size) return std::move(*pool);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ADD_FAILURE() << "the exec pool did not get ready in 10 s";
+  return nullptr;
 }
 
 std::unique_ptr<audit::AuditLog> OpenAudit(const std::string& path) {

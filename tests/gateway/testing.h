@@ -6,6 +6,7 @@
 
 #include "audit/audit_log.h"
 #include "gateway/builtin_tools.h"
+#include "gateway/exec_pool.h"
 #include "gateway/gateway.h"
 #include "gateway/kill_switches.h"
 #include "gateway/session.h"
@@ -32,6 +33,10 @@ std::shared_ptr<const policy::Policy> PolicyFromText(const std::string& yaml);
 std::unique_ptr<audit::AuditLog> OpenAudit(const std::string& path);
 // Writes `text` to `path`.
 void WriteFile(const std::string& path, const std::string& text);
+// Starts an ExecPool of `size` sandboxes of `profile` and waits (up to 10 s) until all are ready:
+// until then calls would run cold, as in `warden serve`'s first moments. Null (and a test
+// failure) when it does not come up.
+std::unique_ptr<ExecPool> StartReadyExecPool(const sandbox::Options& profile, uint32_t size);
 
 // A whole gateway core on real parts: the policy given, an audit log in `dir`, in-memory kill
 // switches, the built-in tools. Sessions made with NewSession are registered with the core.

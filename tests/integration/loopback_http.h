@@ -1,6 +1,6 @@
-// A minimal HTTP/1.1 server on the host's 127.0.0.1, answering every request with `body`, one at a
-// time, and counting them: the stand-in for an outside server in the egress tests of every
-// backend (they map names to it with --resolve).
+// Stand-ins on the host's 127.0.0.1 for the egress tests of every backend: an HTTP server (an
+// outside server; the tests map names to it with --resolve) and a UDP socket that must receive
+// nothing from a sandbox.
 #pragma once
 
 #include <netinet/in.h>
@@ -66,6 +66,31 @@ class LoopbackHttpServer {
   std::atomic<int> requests_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
+};
+
+// A UDP socket bound to the host's loopback, for datagrams a sandbox must not be able to send.
+class LoopbackUdpSink {
+ public:
+  LoopbackUdpSink() {
+    fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    socklen_t len = sizeof(a);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+  }
+  ~LoopbackUdpSink() { close(fd_); }
+  std::string port_text() const { return std::to_string(port_); }
+  // Whether a datagram arrives within `ms`.
+  bool Received(int ms) const {
+    pollfd p = {fd_, POLLIN, 0};
+    return poll(&p, 1, ms) > 0;
+  }
+
+ private:
+  int fd_ = -1, port_ = 0;
 };
 
 }  // namespace warden::testing
