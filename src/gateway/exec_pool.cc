@@ -1,8 +1,6 @@
 #include "gateway/exec_pool.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,45 +20,21 @@ Result<std::unique_ptr<ExecPool>> ExecPool::Start(const sandbox::Options& profil
       return Status::Error("the profile binds " + b.host +
                            " writable (its protected paths would differ in a pooled workspace)");
   }
-  const std::string bin = sandbox::LauncherBinary();
-  if (bin.empty()) return Status::Error("no warden binary to start the pool with");
   auto pool = std::unique_ptr<ExecPool>(new ExecPool);
   std::string tmpl = sandbox::workspace::TempBase() + "/warden-serve-XXXXXX";
   if (mkdtemp(tmpl.data()) == nullptr) return Status::FromErrno("mkdtemp " + tmpl, errno);
   pool->dir_ = tmpl;
   pool->socket_ = tmpl + "/exec-pool.sock";
   pool->key_ = sandbox::ProfileArgs(profile);
-
-  std::vector<std::string> args = {bin,          "pool",
-                                   "start",      "--socket",
-                                   pool->socket_, "--size",
-                                   std::to_string(size), "--workspace",
-                                   "--parent-pid", std::to_string(getpid())};
+  std::vector<std::string> args = {"pool",         "start",       "--socket",
+                                   pool->socket_,  "--size",      std::to_string(size),
+                                   "--workspace",  "--parent-pid", std::to_string(getpid())};
   args.insert(args.end(), pool->key_.begin(), pool->key_.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::string path_env = "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
-  char* envp[] = {path_env.data(), nullptr};
-  // Its stdout is /dev/null (for `warden mcp` ours is the MCP stream); its stderr, where it says
-  // what it is doing and what it lost, is ours.
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-  int rc = posix_spawn(&pool->pid_, bin.c_str(), &fa, &attr, argv.data(), envp);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    pool->pid_ = -1;
-    return Status::FromErrno("start " + bin + " pool start", rc);
-  }
+  // Its stdin and stdout are /dev/null (for `warden mcp` ours are the MCP stream); its stderr,
+  // where it says what it is doing and what it lost, is ours.
+  auto pid = sandbox::SpawnWarden(std::move(args), {.stdin_fd = -1, .stdout_fd = -1, .stderr_fd = 2});
+  if (!pid) return pid.status().Wrap("start the exec pool");
+  pool->pid_ = *pid;
   return pool;
 }
 

@@ -79,10 +79,13 @@ std::string LauncherBinary() {
 
 Result<pid_t> SpawnRun(const Options& options, const SpawnIo& io) {
   if (options.argv.empty()) return Status::Error("sandbox launch: no command");
+  return SpawnWarden(RunArgs(options, io.record_fd >= 0 ? "/dev/fd/3" : ""), io);
+}
+
+Result<pid_t> SpawnWarden(std::vector<std::string> args, const SpawnIo& io) {
   const std::string bin = LauncherBinary();
   if (bin.empty())
     return Status::Error("sandbox launch: this process is not warden; set WARDEN_BIN to the warden binary");
-  std::vector<std::string> args = RunArgs(options, io.record_fd >= 0 ? "/dev/fd/3" : "");
   args.insert(args.begin(), bin);
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());

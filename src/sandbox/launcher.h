@@ -43,6 +43,10 @@ struct SpawnIo {
 // The child gets only those descriptors and a clean environment (PATH only). Thread-safe.
 Result<pid_t> SpawnRun(const Options& options, const SpawnIo& io);
 
+// Spawns `LauncherBinary() ARGS...` the same way (stdio from `io`, nothing else inherited, a clean
+// environment, default signal handling): any warden subcommand, e.g. the gateway's pool.
+Result<pid_t> SpawnWarden(std::vector<std::string> args, const SpawnIo& io);
+
 // Spawns `warden run` like SpawnRun (record_fd is ignored: the record goes to a memfd), waits for
 // it and returns its result record (ToJson's fields). When the launcher could not start or wrote
 // no record (killed, say) the record has reason "setup_error", exit_code 125 and an `error`.
