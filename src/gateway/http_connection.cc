@@ -280,26 +280,16 @@ void HttpConnection::ServeApiBody() {
                        .path = std::string(target.substr(0, target.find('?'))),
                        .body = req.body(),
                        .peer = peer_};
-  auto executor = stream_.get_executor();
   // The host answers from any thread, once. The watch on the socket keeps the connection alive
-  // meanwhile (and notices a client that leaves); the answer holds it only weakly, as MCP replies
-  // do: a strong reference kept in the host's queue could be the last one, and destroy the
-  // connection on a worker thread after the server's io_context is gone.
+  // meanwhile (and notices a client that leaves); the answer holds it only as a Remote.
   Watch();
-  std::weak_ptr<HttpConnection> weak = weak_from_this();
-  std::shared_ptr<ServerShared> shared = shared_;
-  shared_->host.Admin(caller_, std::move(request),
-                      [weak, executor, shared](AdminReply reply) {
-                        auto self = weak.lock();
-                        if (!self) return;  // the client went away
-                        shared->gate.Post([&] {
-                          net::post(executor, [self, reply = std::move(reply)]() mutable {
-                            self->SendJson(static_cast<Status>(reply.status),
-                                           std::move(reply.body), self->request_keep_alive_,
-                                           reply.headers);
-                          });
-                        });
-                      });
+  shared_->host.Admin(caller_, std::move(request), [remote = Remote(*this)](AdminReply reply) {
+    remote.Post([reply = std::move(reply)](const std::shared_ptr<HttpConnection>& self) mutable {
+      if (!self) return;  // the client went away
+      self->SendJson(static_cast<Status>(reply.status), std::move(reply.body),
+                     self->request_keep_alive_, reply.headers);
+    });
+  });
 }
 
 // ---- POST ----
@@ -421,9 +411,7 @@ void HttpConnection::HandleMessages(std::shared_ptr<McpSession> session, mcp::Pa
     token = std::make_shared<PostToken>(shared_, post->session_id);
     Watch();
   }
-  std::weak_ptr<HttpConnection> weak = weak_from_this();
-  auto executor = stream_.get_executor();
-  std::shared_ptr<ServerShared> shared = shared_;
+  const Remote remote(*this);
   for (std::size_t i = 0; i < parsed.entries.size(); ++i) {
     mcp::ParsedEntry& entry = parsed.entries[i];
     if (entry.index() == 1) continue;
@@ -435,37 +423,27 @@ void HttpConnection::HandleMessages(std::shared_ptr<McpSession> session, mcp::Pa
     Exchange exchange;
     // Both callbacks may run on any thread, during Handle or long after; they only serialise
     // and post to this connection's strand, and only while the server runs.
-    exchange.reply = [weak, executor, shared, post, token, slot = slot_of[i]](mcp::Message m) {
-      bool is_error = std::holds_alternative<mcp::ErrorResponse>(m);
-      std::string text = mcp::Serialize(m);
-      auto self = weak.lock();
-      if (!self) {
-        // The client went away. A reply on an SSE stream is recorded, so a client that
-        // resumes the stream gets it; a JSON reply had no stream and is dropped.
+    // (`shared` is used only when the connection is gone, on the calling thread, while the
+    // Remote, which holds it, is alive.)
+    exchange.reply = [remote, post, token, slot = slot_of[i]](mcp::Message m) {
+      const bool is_error = std::holds_alternative<mcp::ErrorResponse>(m);
+      remote.Post([post, slot, is_error, shared = &remote.shared(),
+                   text = mcp::Serialize(m)](const std::shared_ptr<HttpConnection>& self) mutable {
+        if (self) return self->OnReply(post, slot, std::move(text), is_error);
+        // The client went away. A reply on an SSE stream is recorded, so a client that resumes
+        // the stream gets it; a JSON reply had no stream and is dropped.
         if (std::uint64_t stream = post->shared_stream.load()) {
           shared->sessions.Record(post->session_id, stream, std::move(text), true, 0);
         }
-        return;
-      }
-      shared->gate.Post([&] {
-        net::post(executor, [self, post, slot, is_error, text = std::move(text)]() mutable {
-          self->OnReply(post, slot, std::move(text), is_error);
-        });
       });
     };
-    exchange.related = [weak, executor, shared, post, token](const mcp::Message& m) {
-      std::string text = mcp::Serialize(m);
-      auto self = weak.lock();
-      if (!self) {
+    exchange.related = [remote, post, token](const mcp::Message& m) {
+      remote.Post([post, shared = &remote.shared(),
+                   text = mcp::Serialize(m)](const std::shared_ptr<HttpConnection>& self) mutable {
+        if (self) return self->OnRelated(post, std::move(text));
         if (std::uint64_t stream = post->shared_stream.load()) {
           shared->sessions.Record(post->session_id, stream, std::move(text), false, 0);
         }
-        return;
-      }
-      shared->gate.Post([&] {
-        net::post(executor, [self, post, text = std::move(text)]() mutable {
-          self->OnRelated(post, std::move(text));
-        });
       });
     };
     session->Handle(std::move(message), std::move(exchange));
@@ -607,25 +585,7 @@ void HttpConnection::ServeGet() {
   if (!last_event_id.empty()) return ResumeStream(session, last_event_id);
 
   const std::uint64_t token = shared_->next_stream++;
-  std::weak_ptr<HttpConnection> weak = weak_from_this();
-  auto executor = stream_.get_executor();
-  std::shared_ptr<ServerShared> shared = shared_;
-  MessageSink sink = [weak, executor, shared, token](const mcp::Message& m) {
-    auto self = weak.lock();
-    if (!self) return;
-    std::string text = mcp::Serialize(m);
-    shared->gate.Post([&] {
-      net::post(executor, [self, token, text = std::move(text)]() mutable {
-        self->OnStreamMessage(token, std::move(text));
-      });
-    });
-  };
-  auto end_stream = [weak, executor, shared, token] {
-    auto self = weak.lock();
-    if (!self) return;
-    shared->gate.Post([&] { net::post(executor, [self, token] { self->EndStream(token); }); });
-  };
-  if (!shared_->sessions.OpenStream(session_id, token, std::move(sink), std::move(end_stream))) {
+  if (!shared_->sessions.OpenStream(session_id, token, StreamSink(token), StreamEnd(token))) {
     return Refuse(Status::conflict, mcp::kInvalidRequest,
                   "this session already has an open GET stream", keep);
   }
@@ -640,6 +600,22 @@ void HttpConnection::ServeGet() {
   }
   Watch();
   ArmKeepAlive();
+}
+
+MessageSink HttpConnection::StreamSink(std::uint64_t token) {
+  return [remote = Remote(*this), token](const mcp::Message& m) {
+    remote.Post([token, text = mcp::Serialize(m)](const std::shared_ptr<HttpConnection>& self) mutable {
+      if (self) self->OnStreamMessage(token, std::move(text));
+    });
+  };
+}
+
+std::function<void()> HttpConnection::StreamEnd(std::uint64_t token) {
+  return [remote = Remote(*this), token] {
+    remote.Post([token](const std::shared_ptr<HttpConnection>& self) {
+      if (self) self->EndStream(token);
+    });
+  };
 }
 
 void HttpConnection::OnStreamMessage(std::uint64_t token, std::string text) {
@@ -661,39 +637,18 @@ void HttpConnection::ResumeStream(const std::shared_ptr<McpSession>& session,
   const auto [stream, seq] = *parsed;
   const std::string session_id = session->id();
   const std::uint64_t token = shared_->next_stream++;
-  std::weak_ptr<HttpConnection> weak = weak_from_this();
-  auto executor = stream_.get_executor();
-  std::shared_ptr<ServerShared> shared = shared_;
-
+  const Remote remote(*this);
   SessionRegistry::StreamReader reader{.token = token, .deliver = nullptr, .end = nullptr};
-  reader.deliver = [weak, executor, shared, token](std::string id, std::string data) {
-    auto self = weak.lock();
-    if (!self) return;
-    shared->gate.Post([&] {
-      net::post(executor, [self, token, id = std::move(id), data = std::move(data)]() mutable {
-        self->OnResumedEvent(token, std::move(id), std::move(data));
-      });
+  reader.deliver = [remote, token](std::string id, std::string data) {
+    remote.Post([token, id = std::move(id), data = std::move(data)](
+                    const std::shared_ptr<HttpConnection>& self) mutable {
+      if (self) self->OnResumedEvent(token, std::move(id), std::move(data));
     });
   };
-  reader.end = [weak, executor, shared, token] {
-    auto self = weak.lock();
-    if (!self) return;
-    shared->gate.Post([&] { net::post(executor, [self, token] { self->EndResumed(token); }); });
-  };
-  MessageSink sink = [weak, executor, shared, token](const mcp::Message& m) {
-    auto self = weak.lock();
-    if (!self) return;
-    std::string text = mcp::Serialize(m);
-    shared->gate.Post([&] {
-      net::post(executor, [self, token, text = std::move(text)]() mutable {
-        self->OnStreamMessage(token, std::move(text));
-      });
+  reader.end = [remote, token] {
+    remote.Post([token](const std::shared_ptr<HttpConnection>& self) {
+      if (self) self->EndResumed(token);
     });
-  };
-  auto end_stream = [weak, executor, shared, token] {
-    auto self = weak.lock();
-    if (!self) return;
-    shared->gate.Post([&] { net::post(executor, [self, token] { self->EndStream(token); }); });
   };
   // The id first: one that cannot be honoured is a 400 whatever else is going on.
   auto resumed = shared_->sessions.Resume(session_id, stream, seq, std::move(reader));
@@ -704,7 +659,7 @@ void HttpConnection::ResumeStream(const std::shared_ptr<McpSession>& session,
   // be free (409 otherwise, as for any second GET stream). A POST stream leaves it alone.
   const bool get_stream = !resumed->post;
   if (get_stream &&
-      !shared_->sessions.OpenStream(session_id, token, std::move(sink), std::move(end_stream))) {
+      !shared_->sessions.OpenStream(session_id, token, StreamSink(token), StreamEnd(token))) {
     return Refuse(Status::conflict, mcp::kInvalidRequest,
                   "this session already has an open GET stream", keep);
   }

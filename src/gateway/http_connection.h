@@ -10,6 +10,7 @@
 #pragma once
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -21,6 +22,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,6 +69,37 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     bool initialize_failed = false;  // the initialize's reply was an error
   };
 
+  // This connection as other threads see it: what a session's callbacks and the admin host's
+  // answer hold. Post runs fn(connection) on the connection's strand while the server runs, or
+  // fn(nullptr) on the calling thread when the connection has ended (or the server is stopping).
+  // Nothing that needs the io_context is held across threads: a strong reference dropped last
+  // on a worker thread would destroy the connection and its timers after the server's
+  // io_context, and so would a copy of the strand (ASan saw both when a test ended while a
+  // worker was still leaving a reply callback). Both are taken only while the gate is open.
+  class Remote {
+   public:
+    explicit Remote(HttpConnection& connection)
+        : weak_(connection.weak_from_this()), shared_(connection.shared_) {}
+    template <typename F>
+    void Post(F fn) const {
+      bool posted = false;
+      shared_->gate.Post([&] {
+        if (std::shared_ptr<HttpConnection> self = weak_.lock()) {
+          auto executor = self->stream_.get_executor();
+          boost::asio::post(executor,
+                            [self = std::move(self), fn = std::move(fn)]() mutable { fn(self); });
+          posted = true;
+        }
+      });
+      if (!posted) fn(nullptr);
+    }
+    ServerShared& shared() const { return *shared_; }
+
+   private:
+    std::weak_ptr<HttpConnection> weak_;
+    std::shared_ptr<ServerShared> shared_;
+  };
+
   // Reading requests.
   void ReadHeader();
   void OnHeader(boost::beast::error_code ec);
@@ -98,7 +131,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // Records an event of the POST's stream and writes it while this connection is its reader.
   void EmitPostEvent(PostState& post, std::string text, bool reply);
 
-  // The GET stream.
+  // The GET stream: what the session sends on it and how it ends it (any thread), and the same
+  // on the strand.
+  MessageSink StreamSink(std::uint64_t token);
+  std::function<void()> StreamEnd(std::uint64_t token);
   void OnStreamMessage(std::uint64_t token, std::string text);
   void EndStream(std::uint64_t token);
   void ArmKeepAlive();
