@@ -364,10 +364,14 @@ TEST(StdioClient, SandboxSetupFailureIsReportedWithWardensMessage) {
   spec.sandbox.binds.push_back({"/nonexistent/warden-test-dir", "", false});
   ClientOptions options = FastOptions();
   options.max_restarts = 0;
+  // What is tested is the message, not a deadline: `warden run` (0.6 s to start and exit in the
+  // ASan build) once took over FastOptions' 8 s under the full suite's load, and the client
+  // then rightly reported its initialize timing out instead.
+  options.connect_timeout = 60s;
   auto client = Make(spec, rec.Hook(), options);
   ASSERT_TRUE(client);
   client->Start();
-  EXPECT_FALSE(client->WaitReady(8s));
+  EXPECT_FALSE(client->WaitReady(60s));
   EXPECT_TRUE(Eventually([&] { return !rec.LastWhy(State::kStopped).empty(); }));
   const std::string why = rec.LastWhy(State::kStopped);
   EXPECT_NE(why.find("exited with status 125"), std::string::npos) << why;
