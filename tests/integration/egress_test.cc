@@ -48,17 +48,7 @@ TEST(Egress, AllowedHostOverConnectTls) {
                     "/key.pem -out " + dir.path() + "/cert.pem >/dev/null 2>&1";
   ASSERT_EQ(system(gen.c_str()), 0);
   int port = 0;
-  {  // a free port for s_server
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a = {};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    socklen_t len = sizeof(a);
-    getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
-    close(s);
-  }
+  close(BindLoopback(SOCK_STREAM, &port));  // a free port for s_server
   pid_t server = fork();
   if (server == 0) {
     freopen("/dev/null", "w", stdout);

@@ -14,18 +14,24 @@
 
 namespace warden::testing {
 
+// A socket of `type` bound to 127.0.0.1 on a port the kernel picks; sets *port to it.
+inline int BindLoopback(int type, int* port) {
+  int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
 class LoopbackHttpServer {
  public:
   explicit LoopbackHttpServer(std::string body = "from-host") : body_(std::move(body)) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a = {};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    fd_ = BindLoopback(SOCK_STREAM, &port_);
     listen(fd_, 32);
-    socklen_t len = sizeof(a);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
     thread_ = std::thread([this] { Serve(); });
   }
   ~LoopbackHttpServer() {
@@ -72,14 +78,7 @@ class LoopbackHttpServer {
 class LoopbackUdpSink {
  public:
   LoopbackUdpSink() {
-    fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a = {};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    socklen_t len = sizeof(a);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    fd_ = BindLoopback(SOCK_DGRAM, &port_);
   }
   ~LoopbackUdpSink() { close(fd_); }
   std::string port_text() const { return std::to_string(port_); }
