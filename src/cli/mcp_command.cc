@@ -42,22 +42,23 @@ int McpCommand::Serve(int in_fd, int out_fd) {
   gateway::Caller caller{tenant_, user_.empty() ? LocalUserName() : user_, agent_, ""};
   auto started = Gateway::Start(flags_, caller, err_);
   if (!started) {
-    err_ << "warden mcp: " << started.status().message() << "\n";
+    err_ << "warden mcp: " + started.status().message() + "\n";
     return 2;
   }
   Gateway& g = **started;
   auto session = std::make_shared<gateway::McpSession>(g.core(), caller,
                                                        gateway::SessionOptions{.transport = "stdio"});
   g.core().Register(session);
-  err_ << "warden mcp: serving MCP over stdio; policy "
-       << (flags_.config.empty() ? "<embedded default>" : flags_.config) << ", audit log "
-       << g.audit_path() << ", session " << session->id() << "\n";
+  // One write per line: the exec pool (a child) writes to the same stderr.
+  err_ << "warden mcp: serving MCP over stdio; policy " +
+              (flags_.config.empty() ? std::string("<embedded default>") : flags_.config) +
+              ", audit log " + g.audit_path() + ", session " + session->id() + "\n";
   err_.flush();
 
   gateway::StdioServer server(session);
   Status st = server.Serve(in_fd, out_fd);
   if (!st.ok()) {
-    err_ << "warden mcp: " << st.message() << "\n";
+    err_ << "warden mcp: " + st.message() + "\n";
     return 1;
   }
   return 0;

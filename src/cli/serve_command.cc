@@ -171,39 +171,42 @@ int ServeCommand::Execute() {
   gateway::Caller local_caller{"", LoginName(), "", ""};
   auto started = Gateway::Start(flags_, local_caller, err_);
   if (!started) {
-    err_ << "warden serve: " << started.status().message() << "\n";
+    err_ << "warden serve: " + started.status().message() + "\n";
     return 2;
   }
   Gateway& g = **started;
   ServeHost host(g, gateway::IdentityOptions{.local_single_user = local,
                                               .local_user = local_caller.user});
   if (Status st = host.Prepare(); !st.ok()) {
-    err_ << "warden serve: identity: " << st.message() << "\n";
+    err_ << "warden serve: identity: " + st.message() + "\n";
     return 2;
   }
   gateway::HttpServer server(host, http);
   if (Status st = server.Start(); !st.ok()) {
-    err_ << "warden serve: " << st.message() << "\n";
+    err_ << "warden serve: " + st.message() + "\n";
     return 2;
   }
   const std::string shown_host = http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host;
   const std::string endpoint =
       "http://" + shown_host + ":" + std::to_string(server.port()) + http.path;
-  err_ << "warden: MCP endpoint " << endpoint << "\n";
-  err_ << "warden serve: policy " << (flags_.config.empty() ? "<embedded default>" : flags_.config)
-       << ", audit log " << g.audit_path() << "\n";
+  // Each line in one write: the exec pool (a child) writes to the same stderr, and a client
+  // reads the endpoint line whole.
+  err_ << "warden: MCP endpoint " + endpoint + "\n";
+  err_ << "warden serve: policy " +
+              (flags_.config.empty() ? std::string("<embedded default>") : flags_.config) +
+              ", audit log " + g.audit_path() + "\n";
   if (local && g.policy().Current()->identity.tenants.empty()) {
-    err_ << "warden serve: no config file and a loopback address: serving one local user ("
-         << local_caller.user << ") without keys\n";
+    err_ << "warden serve: no config file and a loopback address: serving one local user (" +
+                local_caller.user + ") without keys\n";
   }
-  err_ << "warden serve: connect an MCP client to " << endpoint
-       << " (Streamable HTTP), e.g. npx @modelcontextprotocol/inspector --cli " << endpoint
-       << " --transport http --method tools/list\n";
+  err_ << "warden serve: connect an MCP client to " + endpoint +
+              " (Streamable HTTP), e.g. npx @modelcontextprotocol/inspector --cli " + endpoint +
+              " --transport http --method tools/list\n";
   err_.flush();
 
   int sig = 0;
   sigwait(&stop, &sig);
-  err_ << "warden serve: stopping (signal " << sig << ")\n";
+  err_ << "warden serve: stopping (signal " + std::to_string(sig) + ")\n";
   err_.flush();
   server.Stop();
   return 0;
