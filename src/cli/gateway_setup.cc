@@ -31,8 +31,8 @@ void GatewayFlags::AddTo(CLI::App* sub) {
   sub->add_flag("--no-prefix", no_prefix,
                 "With one --upstream: expose its tool names unchanged (no NAME__ prefix)");
   sub->add_option("--exec-pool", exec_pool,
-                  "Sandboxes kept pre-warmed for sandbox__exec (default 2; 0: every call "
-                  "builds its sandbox cold)");
+                  "Sandboxes kept pre-warmed for sandbox__exec (default: the policy's "
+                  "sandbox.pool.size, else 2; 0: every call builds its sandbox cold)");
 }
 
 Result<std::vector<std::string>> SplitCommand(const std::string& text) {
@@ -173,6 +173,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, gatew
   pthread_sigmask(SIG_BLOCK, &hup, nullptr);
 
   std::unique_ptr<Gateway> g(new Gateway(flags, log));
+  const auto config_stamp = g->ConfigStamp();
   auto policy = PolicyFromFlags(flags);
   if (!policy) return policy.status();
   if (flags.audit_db.empty() && !flags.config.empty() && !(*policy)->storage.postgres.empty())
@@ -196,22 +197,11 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, gatew
   auto pins = state::PinStore::Open({.path = audit_options.path});
   if (!pins) return pins.status().Wrap("tool pins in " + audit_options.path);
   g->pins_ = std::move(*pins);
-  // sandbox__exec's pre-warmed pool, for calls on the default profile (docs/pool.md). Started
-  // here, on the main thread, before any worker: it stops when this thread ends. Without it
-  // (disabled, or a profile a pool cannot hold) every call builds its sandbox cold.
-  if (flags.exec_pool > 0) {
-    const auto& profiles = (*policy)->sandbox.profiles;
-    auto it = profiles.find("default");
-    auto pool = gateway::ExecPool::Start(
-        it != profiles.end() ? it->second : gateway::DefaultExecProfile(), flags.exec_pool);
-    if (pool) {
-      g->pool_ = std::move(*pool);
-    } else {
-      log << "warden: sandbox__exec runs without a pre-warmed pool: " << pool.status().message()
-          << "\n";
-    }
-  }
-  g->tools_ = gateway::BuiltinTools::Default(g->pool_.get());
+  // sandbox__exec's pre-warmed pool (docs/pool.md). Started here, on the main thread, before
+  // any worker: it stops when this thread ends. Without it (size 0, or a profile a pool cannot
+  // hold) every call builds its sandbox cold.
+  g->ApplyExecPool(**policy);
+  g->tools_ = gateway::BuiltinTools::Default(&g->pools_);
 
   gateway::GatewayOptions options;
   state::PinStore* pin_store = g->pins_.get();
@@ -250,44 +240,55 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, gatew
       for (auto& session : core->Sessions()) session->CancelMatching(scope, name, why);
     });
   });
-  if (!flags.config.empty()) g->watcher_ = std::thread([raw = g.get()] { raw->Watch(); });
+  if (!flags.config.empty())
+    g->watcher_ = std::thread([raw = g.get(), config_stamp] { raw->Watch(config_stamp); });
   return g;
 }
 
 Gateway::~Gateway() {
   stop_ = true;
-  if (watcher_.joinable()) watcher_.join();
   if (live_) {
     std::lock_guard lock(live_->mu);
     live_->core = nullptr;
   }
   core_.reset();
+  // After the calls: a pool the watcher started stops when the watcher's thread ends.
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void Gateway::ApplyExecPool(const policy::Policy& policy) {
+  std::string changed = pools_.Apply(gateway::PlanExecPool(&policy, flags_.exec_pool));
+  if (changed.empty()) return;
+  log_ << "warden: " + changed + "\n";  // one write: the pool shares this stderr
+  log_.flush();
 }
 
 void Gateway::Reload() {
   std::lock_guard lock(reload_mu_);
   auto loaded = PolicyFromFlags(flags_);
   if (!loaded) {
-    log_ << "warden: policy reload failed, the previous policy stays in force: "
-         << loaded.status().message() << "\n";
+    log_ << "warden: policy reload failed, the previous policy stays in force: " +
+                loaded.status().message() + "\n";
     log_.flush();
     return;
   }
   holder_.Set(*loaded);
-  log_ << "warden: policy reloaded from " << flags_.config << "\n";
+  log_ << "warden: policy reloaded from " + flags_.config + "\n";
   log_.flush();
+  ApplyExecPool(**loaded);
 }
 
-void Gateway::Watch() {
+std::pair<int64_t, int64_t> Gateway::ConfigStamp() const {
+  struct stat st{};
+  if (stat(flags_.config.c_str(), &st) != 0) return {-1, -1};
+  return {static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+          static_cast<int64_t>(st.st_size)};
+}
+
+void Gateway::Watch(std::pair<int64_t, int64_t> last) {
   // Reload on SIGHUP, and when the file's modification time or size changes (checked about once
-  // a second: editors replace files, so the path is stat'ed, not an inode watched).
-  auto stamp = [this]() -> std::pair<int64_t, int64_t> {
-    struct stat st{};
-    if (stat(flags_.config.c_str(), &st) != 0) return {-1, -1};
-    return {static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
-            static_cast<int64_t>(st.st_size)};
-  };
-  auto last = stamp();
+  // a second: editors replace files, so the path is stat'ed, not an inode watched). `last` was
+  // taken before the policy was first read: an edit made since is a change.
   sigset_t hup;
   sigemptyset(&hup);
   sigaddset(&hup, SIGHUP);
@@ -298,11 +299,11 @@ void Gateway::Watch() {
     if (stop_.load()) break;
     if (sig == SIGHUP) {
       Reload();
-      last = stamp();
+      last = ConfigStamp();
       continue;
     }
     if (++ticks % 4 != 0) continue;
-    auto now = stamp();
+    auto now = ConfigStamp();
     if (now != last && now.first != -1) {
       last = now;
       Reload();

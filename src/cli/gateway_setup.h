@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -28,7 +29,8 @@ struct GatewayFlags {
   std::string audit_db;                // --audit-db
   std::vector<std::string> upstreams;  // --upstream NAME=stdio:'CMD ARGS' | NAME=http://URL
   bool no_prefix = false;              // --no-prefix
-  uint32_t exec_pool = 2;              // --exec-pool: sandbox__exec's pre-warmed sandboxes
+  // --exec-pool: sandbox__exec's pre-warmed sandboxes (absent: the policy's sandbox.pool.size)
+  std::optional<uint32_t> exec_pool;
 
   void AddTo(CLI::App* sub);
 };
@@ -63,12 +65,17 @@ class Gateway {
   gateway::GatewayCore& core() { return *core_; }
   policy::PolicyHolder& policy() { return holder_; }
   const std::string& audit_path() const { return audit_path_; }
-  // Loads the --config file again now (SIGHUP); a bad file keeps the policy in force.
+  // Loads the --config file again now (SIGHUP); a bad file keeps the policy in force. A policy
+  // that asks for another exec pool (size or profile) gets it (ExecPoolSlot::Apply).
   void Reload();
 
  private:
   Gateway(GatewayFlags flags, std::ostream& log) : flags_(std::move(flags)), log_(log) {}
-  void Watch();
+  // The --config file's modification time and size ({-1, -1}: cannot be stat'ed).
+  std::pair<int64_t, int64_t> ConfigStamp() const;
+  void Watch(std::pair<int64_t, int64_t> last);
+  // Gives sandbox__exec the pool `policy` and --exec-pool ask for; says so when it changes.
+  void ApplyExecPool(const policy::Policy& policy);
 
   GatewayFlags flags_;
   std::ostream& log_;
@@ -76,7 +83,7 @@ class Gateway {
   std::unique_ptr<audit::AuditLog> audit_;
   std::unique_ptr<gateway::KillSwitches> switches_;
   std::unique_ptr<state::PinStore> pins_;
-  std::unique_ptr<gateway::ExecPool> pool_;  // outlives tools_ and core_, which use it
+  gateway::ExecPoolSlot pools_;  // outlives tools_ and core_, which use it
   gateway::BuiltinTools tools_;
   std::unique_ptr<gateway::GatewayCore> core_;
   struct LiveCore {

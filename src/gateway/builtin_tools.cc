@@ -774,15 +774,17 @@ ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
   return r;
 }
 
-BuiltinTools BuiltinTools::Default(const ExecPool* pool) {
+BuiltinTools BuiltinTools::Default(const ExecPoolSlot* pools) {
   BuiltinTools tools;
   tools.Add({.name = "sandbox__exec",
              .server = "sandbox",
              .definition = SandboxExecDefinition(),
-             .run = [pool](const json& arguments, const ToolEnv& env) -> Result<ToolResult> {
+             .run = [pools](const json& arguments, const ToolEnv& env) -> Result<ToolResult> {
                auto request = ParseExecArguments(arguments);
                if (!request) return request.status();
-               return RunSandboxExec(*request, env.profile, env.cancel, pool);
+               // Held to the end of the call: a reload may replace the pool meanwhile.
+               std::shared_ptr<const ExecPool> pool = pools ? pools->Current() : nullptr;
+               return RunSandboxExec(*request, env.profile, env.cancel, pool.get());
              }});
   tools.Add({.name = "web__fetch",
              .server = "web",

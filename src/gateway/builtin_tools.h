@@ -20,6 +20,7 @@
 namespace warden::gateway {
 
 class ExecPool;
+class ExecPoolSlot;
 
 // Each stream's captured output is cut here (and at the profile's output limit when lower): the
 // whole result goes back in one JSON-RPC line.
@@ -105,9 +106,10 @@ struct BuiltinTool {
 
 class BuiltinTools {
  public:
-  // The built-in set: sandbox__exec (server "sandbox"; through `pool` when given, which must
-  // outlive the tools) and web__fetch (server "web", egress from ToolEnv.policy's egress.allow).
-  static BuiltinTools Default(const ExecPool* pool = nullptr);
+  // The built-in set: sandbox__exec (server "sandbox"; through the pool `pools` holds at the
+  // call's start, when given, which must outlive the tools) and web__fetch (server "web", egress
+  // from ToolEnv.policy's egress.allow).
+  static BuiltinTools Default(const ExecPoolSlot* pools = nullptr);
   void Add(BuiltinTool tool) { tools_.push_back(std::move(tool)); }
   const std::vector<BuiltinTool>& list() const { return tools_; }
   // The tool named `name`, or nullptr.

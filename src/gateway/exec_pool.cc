@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "gateway/builtin_tools.h"
 #include "sandbox/launcher.h"
 #include "sandbox/workspace_dir.h"
 
@@ -35,6 +36,7 @@ Result<std::unique_ptr<ExecPool>> ExecPool::Start(const sandbox::Options& profil
   auto pid = sandbox::SpawnWarden(std::move(args), {.stdin_fd = -1, .stdout_fd = -1, .stderr_fd = 2});
   if (!pid) return pid.status().Wrap("start the exec pool");
   pool->pid_ = *pid;
+  pool->size_ = size;
   return pool;
 }
 
@@ -52,6 +54,51 @@ bool ExecPool::Serves(const sandbox::Options& profile) const {
   return profile.net == sandbox::NetMode::kNone && profile.allow.empty() &&
          (profile.backend.empty() || profile.backend == "native") &&
          sandbox::ProfileArgs(profile) == key_;
+}
+
+ExecPoolPlan PlanExecPool(const policy::Policy* policy, std::optional<uint32_t> size_flag) {
+  ExecPoolPlan plan{.size = 2, .profile_name = "default", .profile = DefaultExecProfile()};
+  if (policy != nullptr) {
+    const policy::SandboxPool& asked = policy->sandbox.pool;
+    if (asked.set) plan.size = asked.size;
+    if (!asked.profile.empty()) plan.profile_name = asked.profile;
+    auto it = policy->sandbox.profiles.find(plan.profile_name);
+    if (it != policy->sandbox.profiles.end()) plan.profile = it->second;
+  }
+  if (size_flag) plan.size = *size_flag;
+  return plan;
+}
+
+std::string ExecPoolSlot::Apply(const ExecPoolPlan& plan) {
+  std::lock_guard apply(apply_mu_);
+  std::vector<std::string> key = sandbox::ProfileArgs(plan.profile);
+  if (applied_ && plan.size == applied_size_ && key == applied_key_) return "";
+  applied_ = true;
+  applied_size_ = plan.size;
+  applied_key_ = std::move(key);
+  // The old pool goes first: two pools at once would hold twice the sandboxes (and memory).
+  // Calls still running in it keep it until they end.
+  std::shared_ptr<const ExecPool> old;
+  {
+    std::lock_guard lock(mu_);
+    old = std::move(pool_);
+  }
+  old.reset();  // outside the lock: stopping a pool waits for it
+  if (plan.size == 0) return "sandbox__exec runs without a pre-warmed pool (size 0)";
+  auto started = ExecPool::Start(plan.profile, plan.size);
+  if (!started) {
+    return "sandbox__exec runs without a pre-warmed pool: profile '" + plan.profile_name +
+           "': " + started.status().message();
+  }
+  std::lock_guard lock(mu_);
+  pool_ = std::move(*started);
+  return "sandbox__exec pre-warms " + std::to_string(plan.size) + " sandbox" +
+         (plan.size == 1 ? "" : "es") + " of profile '" + plan.profile_name + "'";
+}
+
+std::shared_ptr<const ExecPool> ExecPoolSlot::Current() const {
+  std::lock_guard lock(mu_);
+  return pool_;
 }
 
 }  // namespace warden::gateway

@@ -131,7 +131,9 @@ void SandboxSummary(const Policy& policy, std::ostream& out) {
     if (!o.binds.empty()) out << ", binds " << o.binds.size() << " (" << rw << " writable)";
     out << "\n";
   }
-  if (sb.pool.size > 0) out << "  pool: " << sb.pool.size << " x " << sb.pool.profile << "\n";
+  if (sb.pool.set)
+    out << "  pool: " << sb.pool.size << " x "
+        << (sb.pool.profile.empty() ? "default" : sb.pool.profile) << "\n";
 }
 
 void RuleSummary(const Policy& policy, std::ostream& out) {

@@ -228,6 +228,7 @@ Status Loader::SandboxSection(const YAML::Node& node) {
             });
       }));
   if (!pool) return Status::Ok();
+  policy_.sandbox.pool.set = true;
   return r_.Fields(
       *pool, "sandbox.pool", {"size", "profile"},
       [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {

@@ -96,9 +96,12 @@ struct Upstream {
 };
 
 // ---- sandbox ----
+// sandbox__exec's pre-warmed pool in `warden serve` / `warden mcp` (docs/pool.md). Absent: the
+// gateway's defaults (its --exec-pool size, the default profile).
 struct SandboxPool {
-  uint32_t size = 0;
-  std::string profile;  // sandbox.profiles entry
+  bool set = false;      // the policy has a sandbox.pool section
+  uint32_t size = 2;     // sandboxes kept ready; 0: none
+  std::string profile;   // sandbox.profiles entry; empty: the default profile
 };
 
 struct SandboxSection {

@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
+#include <mutex>
+#include <streambuf>
+#include <thread>
 #include <sstream>
 
 #include "audit/audit_log.h"
@@ -93,6 +97,76 @@ TEST(McpCommand, BadConfigExitsTwoNamingTheFileAndLine) {
   EXPECT_EQ(status, 2);
   EXPECT_TRUE(out.empty());
   EXPECT_NE(err.str().find("bad.yaml:4"), std::string::npos) << err.str();
+}
+
+// A log the gateway's watcher thread writes while the test reads it.
+class SyncLog : public std::streambuf {
+ public:
+  std::string Text() {
+    std::lock_guard lock(mu_);
+    return text_;
+  }
+  // Waits up to 10 s for `needle` to appear `times` times.
+  bool WaitFor(const std::string& needle, int times = 1) {
+    for (int i = 0; i < 200; ++i) {
+      std::string t = Text();
+      int n = 0;
+      for (size_t at = t.find(needle); at != std::string::npos; at = t.find(needle, at + 1)) ++n;
+      if (n >= times) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+ protected:
+  int overflow(int c) override {
+    std::lock_guard lock(mu_);
+    if (c != EOF) text_.push_back(static_cast<char>(c));
+    return c;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    std::lock_guard lock(mu_);
+    text_.append(s, static_cast<size_t>(n));
+    return n;
+  }
+
+ private:
+  std::mutex mu_;
+  std::string text_;
+};
+
+// The policy file decides sandbox__exec's pool, and a reload that changes it replaces the pool;
+// a bad file changes nothing.
+TEST(Gateway, ExecPoolFollowsThePolicyAcrossReloads) {
+  if (geteuid() != 0) GTEST_SKIP() << "the default profile's cgroup limits need root";
+  TempDir dir;
+  const std::string config = dir.File("policy.yaml");
+  WriteFile(config, "version: 1\nsandbox:\n  pool: { size: 1 }\n");
+  SyncLog buf;
+  std::ostream log(&buf);
+  GatewayFlags flags;
+  flags.config = config;
+  flags.audit_db = dir.File("a.db");
+  auto gateway = Gateway::Start(flags, gateway::Caller{"", "tester", "", ""}, log);
+  ASSERT_TRUE(gateway.ok()) << gateway.status().message();
+  EXPECT_TRUE(buf.WaitFor("warden: sandbox__exec pre-warms 1 sandbox of profile 'default'\n"))
+      << buf.Text();
+
+  // The watcher sees the file change and reloads it.
+  WriteFile(config, "version: 1\nsandbox:\n  profiles:\n    tight: { memory: 64M }\n"
+                    "  pool: { size: 2, profile: tight }\n");
+  EXPECT_TRUE(buf.WaitFor("warden: sandbox__exec pre-warms 2 sandboxes of profile 'tight'\n"))
+      << buf.Text();
+  // A reload that leaves the pool's plan alone leaves the pool alone.
+  WriteFile(config, "version: 1\nsandbox:\n  profiles:\n    tight: { memory: 64M }\n"
+                    "  pool: { size: 2, profile: tight }\n# a comment\n");
+  EXPECT_TRUE(buf.WaitFor("policy reloaded from", 2)) << buf.Text();
+  WriteFile(config, "version: 1\nsandbox:\n  pool: { size: lots }\n");
+  EXPECT_TRUE(buf.WaitFor("policy reload failed, the previous policy stays in force")) << buf.Text();
+  gateway->reset();
+  const std::string text = buf.Text();
+  EXPECT_EQ(text.find("pre-warms", text.find("profile 'tight'")), std::string::npos) << text;
+  EXPECT_EQ(text.find("without a pre-warmed pool"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -250,10 +250,10 @@ TEST(StandardPipeline, AuditEntrySaysWhichSandboxProfileAndBackendRanTheCode) {
 // run pooled and say so in the audit entry; a call the policy gives another profile runs cold.
 TEST(StandardPipeline, AuditEntrySaysWhenThePreWarmedPoolRanTheCode) {
   if (geteuid() != 0) GTEST_SKIP() << "the default profile's cgroup limits need root";
-  auto pool = testing::StartReadyExecPool(
-      PolicyFromText(kStrictOrDefaultPolicy)->sandbox.profiles.at("default"), 1);
-  ASSERT_NE(pool, nullptr);
-  const auto reasons = StrictThenPlainReasons(BuiltinTools::Default(pool.get()));
+  ExecPoolSlot pools(testing::StartReadyExecPool(
+      PolicyFromText(kStrictOrDefaultPolicy)->sandbox.profiles.at("default"), 1));
+  ASSERT_NE(pools.Current(), nullptr);
+  const auto reasons = StrictThenPlainReasons(BuiltinTools::Default(&pools));
   ASSERT_EQ(reasons.size(), 2u);
   EXPECT_EQ(reasons[0].find("pre-warmed pool"), std::string::npos) << reasons[0];
   EXPECT_NE(reasons[1].find("ran in sandbox profile 'default', backend native (pre-warmed pool)"),

@@ -36,17 +36,21 @@ std::shared_ptr<const policy::Policy> PolicyFromText(const std::string& yaml) {
   return std::make_shared<const policy::Policy>(std::move(*loaded));
 }
 
+bool WaitExecPoolReady(const ExecPool& pool, uint32_t ready) {
+  for (int i = 0; i < 500; ++i) {
+    auto status = sandbox::pool::QueryStatus(pool.socket());
+    if (status.ok() && (*status)["ready"].get<uint32_t>() >= ready) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ADD_FAILURE() << "the exec pool did not get " << ready << " sandboxes ready in 10 s";
+  return false;
+}
+
 std::unique_ptr<ExecPool> StartReadyExecPool(const sandbox::Options& profile, uint32_t size) {
   auto pool = ExecPool::Start(profile, size);
   EXPECT_TRUE(pool.ok()) << pool.status().message();
-  if (!pool.ok()) return nullptr;
-  for (int i = 0; i < 500; ++i) {
-    auto status = sandbox::pool::QueryStatus((*pool)->socket());
-    if (status.ok() && (*status)["ready"].get<uint32_t>() >= size) return std::move(*pool);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ADD_FAILURE() << "the exec pool did not get ready in 10 s";
-  return nullptr;
+  if (!pool.ok() || !WaitExecPoolReady(**pool, size)) return nullptr;
+  return std::move(*pool);
 }
 
 std::unique_ptr<audit::AuditLog> OpenAudit(const std::string& path) {

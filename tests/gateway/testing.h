@@ -37,6 +37,8 @@ void WriteFile(const std::string& path, const std::string& text);
 // until then calls would run cold, as in `warden serve`'s first moments. Null (and a test
 // failure) when it does not come up.
 std::unique_ptr<ExecPool> StartReadyExecPool(const sandbox::Options& profile, uint32_t size);
+// Waits (up to 10 s) until `pool` has `ready` sandboxes ready; fails the test when it does not.
+bool WaitExecPoolReady(const ExecPool& pool, uint32_t ready);
 
 // A whole gateway core on real parts: the policy given, an audit log in `dir`, in-memory kill
 // switches, the built-in tools. Sessions made with NewSession are registered with the core.

@@ -296,8 +296,17 @@ TEST(PolicyLoaderTest, SandboxProfilesUseTheSandboxSchemaWithPolicyLines) {
   EXPECT_EQ(o.net, sandbox::NetMode::kProxy);
   EXPECT_EQ(o.backend, "gvisor");
   EXPECT_FALSE(o.protect.empty()) << "profiles start from the default protected paths";
+  EXPECT_TRUE(p.sandbox.pool.set);
   EXPECT_EQ(p.sandbox.pool.size, 4u);
   EXPECT_EQ(p.sandbox.pool.profile, "coder");
+
+  // Without a pool section the gateway's defaults apply; a section without keys takes them too.
+  EXPECT_FALSE(MustLoad(head + "      memory: 1G\n").sandbox.pool.set);
+  Policy bare = MustLoad(head + "      memory: 1G\n  pool: {}\n");
+  EXPECT_TRUE(bare.sandbox.pool.set);
+  EXPECT_EQ(bare.sandbox.pool.size, 2u);
+  EXPECT_EQ(bare.sandbox.pool.profile, "") << "the default profile";
+  EXPECT_EQ(MustLoad(head + "      memory: 1G\n  pool: { size: 0 }\n").sandbox.pool.size, 0u);
 }
 
 TEST(PolicyLoaderTest, JwtIsValidated) {
