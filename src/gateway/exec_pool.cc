@@ -36,7 +36,6 @@ Result<std::unique_ptr<ExecPool>> ExecPool::Start(const sandbox::Options& profil
   auto pid = sandbox::SpawnWarden(std::move(args), {.stdin_fd = -1, .stdout_fd = -1, .stderr_fd = 2});
   if (!pid) return pid.status().Wrap("start the exec pool");
   pool->pid_ = *pid;
-  pool->size_ = size;
   return pool;
 }
 

@@ -36,13 +36,11 @@ class ExecPool {
   bool Serves(const sandbox::Options& profile) const;
   const std::string& socket() const { return socket_; }
   pid_t pid() const { return pid_; }
-  uint32_t size() const { return size_; }
 
  private:
   ExecPool() = default;
 
   pid_t pid_ = -1;
-  uint32_t size_ = 0;
   std::string dir_, socket_;
   std::vector<std::string> key_;  // ProfileArgs of the pooled profile
 };
