@@ -213,7 +213,7 @@ Result<GuestPlan> PlanGuest(const Options& o) {
     if (stat(real, &st) != 0 || (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))) {
       return Status::Error(std::string(flag) + " " + b.host + ": the microvm backend binds directories and regular files only");
     }
-    std::string inside = b.inside.empty() ? std::string(real) : b.inside;
+    std::string inside = NormalInsidePath(b.inside.empty() ? std::string(real) : b.inside);
     if (inside == "/" || inside == "/proc" || inside == "/sys" || inside == "/dev" || inside == "/warden" || inside.rfind("/warden/", 0) == 0 ||
         inside == "/init") {
       return Status::Error(std::string(flag) + " " + b.host + ":" + inside + ": " + inside + " is managed by warden");
@@ -810,6 +810,7 @@ std::pair<std::string, std::string> ChooseAccelerator(const Installation& inst, 
 
 RunResult RunMicrovm(const Options& options, const Io& io, NetworkProvider* network) {
   if (options.argv.empty()) return SetupError("no command given");
+  if (Status st = Validate(options); !st.ok()) return SetupError(st.message());
   const bool egress = options.net == NetMode::kProxy;
   if (egress && network == nullptr) return SetupError("--net proxy: no egress proxy is available to this caller");
   auto inst = Locate();

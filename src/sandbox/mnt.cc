@@ -274,8 +274,7 @@ Result<BindEntry> Resolve(const std::string& given, const std::string& inside, b
   }
   BindEntry b;
   b.host = buf;
-  b.inside = inside.empty() ? b.host : inside;
-  while (b.inside.size() > 1 && b.inside.back() == '/') b.inside.pop_back();
+  b.inside = NormalInsidePath(inside.empty() ? b.host : inside);
   b.writable = writable;
   b.is_dir = S_ISDIR(st.st_mode);
   b.dev = st.st_dev;

@@ -60,6 +60,20 @@ Result<uint64_t> ParseDuration(const std::string& text) {
   return static_cast<uint64_t>(ms);
 }
 
+std::string NormalInsidePath(const std::string& path) {
+  if (path.empty() || path[0] != '/') return path;
+  std::string out;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos) slash = path.size();
+    const std::string part = path.substr(start, slash - start);
+    if (!part.empty() && part != ".") out += "/" + part;
+    start = slash + 1;
+  }
+  return out.empty() ? "/" : out;
+}
+
 Status Validate(const Options& o) {
   if (o.argv.empty()) return Status::Error("no command given: usage: warden run [OPTIONS] -- COMMAND [ARG...]");
   if (o.backend != "native" && o.backend != "gvisor" && o.backend != "microvm") {
@@ -77,13 +91,18 @@ Status Validate(const Options& o) {
     if (!b.inside.empty() && b.inside[0] != '/') {
       return Status::Error(std::string(flag) + " " + b.host + ":" + b.inside + ": the path inside must be absolute");
     }
-    if (b.inside.find("/../") != std::string::npos || b.inside.ends_with("/..")) {
+    // Checked in the form the mount code uses: "/proc/", "/dev/." and "//" are /proc, /dev, /.
+    const std::string inside = NormalInsidePath(b.inside);
+    if ((inside + "/").find("/../") != std::string::npos) {
       return Status::Error(std::string(flag) + " " + b.host + ":" + b.inside + ": '..' is not allowed in the path inside");
     }
     for (const char* reserved : {"/proc", "/dev", "/"}) {
-      if (b.inside == reserved) {
+      if (inside == reserved) {
         return Status::Error(std::string(flag) + " " + b.host + ":" + b.inside + ": " + reserved + " is managed by warden and cannot be replaced");
       }
+    }
+    if (inside.starts_with("/proc/")) {
+      return Status::Error(std::string(flag) + " " + b.host + ":" + b.inside + ": the sandbox's /proc is managed by warden; nothing can be bound inside it");
     }
   }
   for (const auto& p : o.protect) {

@@ -58,6 +58,11 @@ struct Options {
 // offending option and says what to do.
 Status Validate(const Options& options);
 
+// An absolute path inside the sandbox with empty and "." components removed ("/proc/" and
+// "/dev/." become "/proc" and "/dev", "//" becomes "/"); ".." is kept for Validate to refuse.
+// A relative or empty path is returned as it is.
+std::string NormalInsidePath(const std::string& path);
+
 // "512M", "1G", "64k", "1048576" -> bytes. Error names the bad text.
 Result<uint64_t> ParseSize(const std::string& text);
 // "30", "30s", "1.5s", "500ms", "10m", "1h" -> milliseconds. A bare number is seconds.

@@ -186,7 +186,7 @@ Bind ParseBindSpec(const std::string& spec, bool writable) {
     b.host = spec;
   } else {
     b.host = spec.substr(0, colon);
-    b.inside = spec.substr(colon + 1);
+    b.inside = NormalInsidePath(spec.substr(colon + 1));
   }
   return b;
 }

@@ -68,6 +68,29 @@ TEST(Validate, RefusesRelativeOrDotDotInsidePaths) {
   EXPECT_NE(Validate(o).message().find("managed by warden"), std::string::npos);
 }
 
+TEST(Validate, ReservedInsidePathsAreRefusedInEverySpelling) {
+  for (const char* inside : {"/proc/", "/dev/.", "//", "/./", "/proc//", "//dev", "/./proc/.", "/proc/self"}) {
+    Options o = WithCommand();
+    o.binds = {{.host = "/usr", .inside = inside, .writable = true}};
+    EXPECT_NE(Validate(o).message().find("managed by warden"), std::string::npos) << inside;
+  }
+  Options o = WithCommand();
+  o.binds = {{.host = "/usr", .inside = "/a/./..//etc", .writable = false}};
+  EXPECT_NE(Validate(o).message().find("'..'"), std::string::npos);
+  o.binds = {{.host = "/usr", .inside = "/work//sub/./", .writable = true}};
+  EXPECT_TRUE(Validate(o).ok()) << Validate(o).message();
+}
+
+TEST(NormalInsidePath, RemovesEmptyAndDotComponents) {
+  EXPECT_EQ(NormalInsidePath("/proc/"), "/proc");
+  EXPECT_EQ(NormalInsidePath("/dev/."), "/dev");
+  EXPECT_EQ(NormalInsidePath("//"), "/");
+  EXPECT_EQ(NormalInsidePath("/./a//b/./c/"), "/a/b/c");
+  EXPECT_EQ(NormalInsidePath("/a/../b"), "/a/../b");  // '..' is Validate's to refuse
+  EXPECT_EQ(NormalInsidePath("relative/"), "relative/");
+  EXPECT_EQ(NormalInsidePath(""), "");
+}
+
 TEST(Validate, RefusesEscapingProtectPaths) {
   Options o = WithCommand();
   o.protect = {"../outside"};
