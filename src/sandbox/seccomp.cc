@@ -63,7 +63,8 @@ void AddPrivilegedRefusals(std::vector<Refusal>& table) {
   // Mount tree: the supervisor builds the mounts before exec; the child never needs these.
   AddAlways(table, EPERM,
             {"mount", "umount2", "fsopen", "fsconfig", "fsmount", "fspick", "move_mount",
-             "open_tree", "open_tree_attr", "mount_setattr", "pivot_root", "chroot"});
+             "open_tree", "open_tree_attr", "mount_setattr", "pivot_root", "chroot",
+             "statmount", "listmount"});
   // Cross-process memory and descriptor access.
   AddAlways(table, EPERM,
             {"ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
@@ -191,6 +192,8 @@ struct NewerSyscall {
 #error "the shared syscall numbers below are offset on alpha"
 #endif
 constexpr NewerSyscall kNewerSyscalls[] = {
+    {"statmount", 457},       // Linux 6.8
+    {"listmount", 458},       // Linux 6.8
     {"open_tree_attr", 467},  // Linux 6.15
 };
 
