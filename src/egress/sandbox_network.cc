@@ -1,5 +1,7 @@
 #include "egress/sandbox_network.h"
 
+#include <sys/socket.h>
+
 #include <mutex>
 
 #include "sandbox/result.h"
@@ -49,20 +51,18 @@ std::map<std::string, std::string> SandboxNetwork::Environment() const {
           {"https_proxy", http}, {"ALL_PROXY", socks}, {"all_proxy", socks}};
 }
 
-Status SandboxNetwork::SetUpInNamespace() {
-  auto tcp = sandbox::net::ListenLoopbackTcp(kProxyPort);
-  if (!tcp) return tcp.status().Wrap("egress proxy listener");
-  auto udp = sandbox::net::BindLoopbackUdp(kDnsPort);
-  if (!udp) return udp.status().Wrap("DNS stub");
-  listener_ = std::move(*tcp);
-  dns_ = std::move(*udp);
-  return Status::Ok();
+std::vector<sandbox::net::LoopbackSocket> SandboxNetwork::Sockets() const {
+  return {{SOCK_STREAM, kProxyPort}, {SOCK_DGRAM, kDnsPort}};
 }
 
-Status SandboxNetwork::Start() {
+Status SandboxNetwork::Start(std::vector<UniqueFd> sockets) {
+  if (sockets.size() != 2 || !sockets[0].valid() || !sockets[1].valid()) {
+    return Status::Error("egress proxy: expected its listener and the DNS stub's socket, got " +
+                         std::to_string(sockets.size()) + " sockets");
+  }
   proxy_ = std::make_unique<EgressProxy>(options_);
-  WARDEN_RETURN_IF_ERROR(proxy_->AddListener(std::move(listener_)));
-  WARDEN_RETURN_IF_ERROR(proxy_->AddDnsSocket(std::move(dns_)));
+  WARDEN_RETURN_IF_ERROR(proxy_->AddListener(std::move(sockets[0])).Wrap("egress proxy listener"));
+  WARDEN_RETURN_IF_ERROR(proxy_->AddDnsSocket(std::move(sockets[1])).Wrap("DNS stub"));
   return proxy_->Start();
 }
 

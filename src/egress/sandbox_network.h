@@ -1,6 +1,7 @@
 // The egress proxy as a sandbox's network: `warden run --net proxy --allow ...`. A listening
 // socket on 127.0.0.1:3128 and a DNS stub on 127.0.0.1:53, both created inside the sandbox's
-// network namespace and served by an EgressProxy on a thread of the supervising process.
+// network namespace (by its init, which hands them over) and served by an EgressProxy on a
+// thread of the supervising process.
 #pragma once
 
 #include <map>
@@ -27,8 +28,8 @@ class SandboxNetwork : public sandbox::NetworkProvider {
 
   std::map<std::string, std::string> Environment() const override;
   std::vector<uint16_t> AllowedTcpPorts() const override { return {kProxyPort}; }
-  Status SetUpInNamespace() override;
-  Status Start() override;
+  std::vector<sandbox::net::LoopbackSocket> Sockets() const override;
+  Status Start(std::vector<UniqueFd> sockets) override;
   void Finish(sandbox::RunResult* result) override;
 
  private:
@@ -36,7 +37,6 @@ class SandboxNetwork : public sandbox::NetworkProvider {
   ProxyOptions options_;
   // Notable proxy events (malformed requests, timeouts, limits), kept for the result's notes.
   std::shared_ptr<struct EventLog> events_;
-  UniqueFd listener_, dns_;
   std::unique_ptr<EgressProxy> proxy_;
 };
 

@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "common/unique_fd.h"
 #include "sandbox/caps.h"
@@ -131,18 +133,114 @@ __attribute__((noinline)) pid_t SpawnCommand(const ChildSpec& spec, const Prepar
   return pid;
 }
 
+// Init is a copy of the supervisor: it holds the supervisor's descriptors (a gateway's sockets,
+// a pool's other sandboxes) until it closes them. Keeps the ones the sandbox needs, and puts
+// /dev/null on 0, 1 and 2 where those are not among them (so that a stray diagnostic cannot land
+// on a descriptor init opens later).
+void CloseInheritedDescriptors(const ChildSpec& spec) {
+  std::vector<int> keep = spec.plan.Descriptors();
+  for (int fd : {spec.sync_fd, spec.stdin_fd, spec.stdout_fd, spec.stderr_fd}) {
+    if (fd >= 0) keep.push_back(fd);
+  }
+  std::sort(keep.begin(), keep.end());
+  keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+  unsigned next = 0;
+  for (int fd : keep) {
+    if (static_cast<unsigned>(fd) > next) close_range(next, static_cast<unsigned>(fd) - 1, 0);
+    next = static_cast<unsigned>(fd) + 1;
+  }
+  close_range(next, ~0U, 0);
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (std::binary_search(keep.begin(), keep.end(), fd)) continue;
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0) continue;
+    if (null != fd) {
+      dup2(null, fd);  // dup2 clears close-on-exec: init never execs, and the command gets its own
+      close(null);
+    }
+  }
+}
+
+// Init holds no variable of whoever started warden, readable or not: the environment strings the
+// kernel laid out for the supervisor, those its environ points to (setenv moves some to the heap)
+// and the argv strings (/proc/1/cmdline is readable by anyone in the sandbox) are overwritten.
+void ScrubInheritedText(const ChildSpec::Text& text) {
+  if (environ != nullptr) {
+    for (char** e = environ; *e != nullptr; ++e) explicit_bzero(*e, std::strlen(*e));
+  }
+  static char* no_environment[] = {nullptr};
+  environ = no_environment;
+  if (text.env_end > text.env_start) {
+    explicit_bzero(reinterpret_cast<void*>(text.env_start), text.env_end - text.env_start);
+  }
+  if (text.arg_end > text.arg_start) {
+    char* args = reinterpret_cast<char*>(text.arg_start);
+    const size_t size = text.arg_end - text.arg_start;
+    explicit_bzero(args, size);
+    static constexpr char kName[] = "warden-init";
+    std::memcpy(args, kName, std::min(size - 1, sizeof(kName) - 1));
+  }
+}
+
+// Init's memory is a copy of the supervisor's: nobody in the sandbox may read or write it (with
+// /proc/1/mem it could be made to speak for the supervisor's channel, and read the supervisor's
+// data). Its uid switch keeps the same host uid when warden runs as an ordinary user, and the
+// kernel then leaves the process dumpable: say so explicitly, after every credential change.
+void NotDumpable(int sync_fd) {
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) Fail(sync_fd, Status::FromErrno("prctl(PR_SET_DUMPABLE, 0)", errno));
+}
+
 }  // namespace
+
+ChildSpec::Text ProcessTextFromParent() {
+  ChildSpec::Text text;
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return text;
+  buf[n] = '\0';
+  // Fields 48 to 51 (arg_start, arg_end, env_start, env_end) counted from 1; the command name
+  // (field 2) may hold spaces and parentheses, so count from after its closing one (field 3 on).
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return text;
+  ++p;
+  unsigned long long values[51] = {};
+  int field = 2;
+  while (*p != '\0' && field < 51) {
+    while (*p == ' ') ++p;
+    if (*p == '\0') break;
+    ++field;
+    char* end = nullptr;
+    values[field - 1] = std::strtoull(p, &end, 10);
+    while (*end != '\0' && *end != ' ') ++end;  // the state field is a letter
+    p = end;
+  }
+  if (field < 51) return text;
+  text.arg_start = static_cast<uintptr_t>(values[47]);
+  text.arg_end = static_cast<uintptr_t>(values[48]);
+  text.env_start = static_cast<uintptr_t>(values[49]);
+  text.env_end = static_cast<uintptr_t>(values[50]);
+  return text;
+}
 
 [[noreturn]] void RunInitFromChild(const ChildSpec& spec) {
   const int sync_fd = spec.sync_fd;
+  CloseInheritedDescriptors(spec);
+  ScrubInheritedText(spec.text);
   // If warden dies, so does the sandbox: init's death ends every process in the namespace.
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) Fail(sync_fd, Status::FromErrno("prctl(PR_SET_PDEATHSIG)", errno));
   auto go = sync::Receive(sync_fd);
   if (!go.ok() || go->type != sync::kGo) _exit(125);  // parent gone or gave up
+  // The parent is done with our /proc files (id maps): from here on nobody but root on the host
+  // may open them.
+  NotDumpable(sync_fd);
   if (spec.new_cgroup_ns && unshare(CLONE_NEWCGROUP) != 0) Fail(sync_fd, Status::FromErrno("unshare cgroup namespace", errno));
   if (setsid() < 0) Fail(sync_fd, Status::FromErrno("setsid", errno));
   Status st = user::SwitchFromChild(spec.ids);
   if (!st.ok()) Fail(sync_fd, st.Wrap("switch to the sandbox user"));
+  NotDumpable(sync_fd);
   // The uid change cleared the parent-death signal: set it again, then make sure the parent did
   // not die in between (its end of the socket would have hung up).
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) Fail(sync_fd, Status::FromErrno("prctl(PR_SET_PDEATHSIG)", errno));
@@ -153,9 +251,17 @@ __attribute__((noinline)) pid_t SpawnCommand(const ChildSpec& spec, const Prepar
   if (!st.ok()) Fail(sync_fd, st.Wrap("build the sandbox root"));
   for (const auto& n : notes) sync::Send(sync_fd, sync::kNote, n);
   if (sethostname(spec.hostname.data(), spec.hostname.size()) != 0) Fail(sync_fd, Status::FromErrno("sethostname", errno));
-  // A new network namespace starts with loopback down: bring it up (before seccomp).
+  // A new network namespace starts with loopback down: bring it up (before seccomp). The sockets
+  // the parent serves are made here, while init still has its capabilities in the namespace (the
+  // parent could enter it only with CAP_SYS_ADMIN in its own user namespace, which an ordinary
+  // user lacks).
   st = net::LoopbackUp();
   if (!st.ok()) Fail(sync_fd, st);
+  for (const net::LoopbackSocket& wanted : spec.sockets) {
+    auto sock = net::OpenLoopback(wanted);
+    if (!sock) Fail(sync_fd, sock.status().Wrap("make the sandbox's loopback socket"));
+    sync::Send(sync_fd, sync::kSocket, std::to_string(wanted.port), sock->get());
+  }
   st = caps::DropAllFromChild();
   if (!st.ok()) Fail(sync_fd, st.Wrap("drop capabilities"));
   if (spec.landlock) {
@@ -176,6 +282,8 @@ __attribute__((noinline)) pid_t SpawnCommand(const ChildSpec& spec, const Prepar
     sync::Send(sync_fd, sync::kNotifyFd, "", notify_fd);
     close(notify_fd);
   }
+  // Locked down: the parent accepts nothing of the build phase after this (sync::Gate).
+  if (!sync::Send(sync_fd, sync::kReady).ok()) _exit(125);
 
   // A pooled init waits here, already locked down, for the command it will run once.
   ChildSpec claimed;

@@ -405,11 +405,7 @@ Status Runner::Launch() {
 // brings it up and makes the proxy's sockets in it (as native, net.h), then serves them from its
 // own namespace. runsc will see nothing else there.
 Status Runner::SetUpNetworkFromParent() {
-  Status st = net::InNamespaceFromParent(pid_, [this]() -> Status {
-    WARDEN_RETURN_IF_ERROR(net::LoopbackUp());
-    return network_->SetUpInNamespace();
-  });
-  if (st.ok()) st = network_->Start();
+  Status st = net::StartInNamespaceFromParent(pid_, *network_);
   return st.ok() ? st : st.Wrap("set up the sandbox's network");
 }
 

@@ -49,6 +49,7 @@ Result<std::unique_ptr<EgressBridge>> EgressBridge::Create(NetworkProvider* netw
   // namespace and the provider's sockets in it, and hands back a descriptor of the namespace.
   Status st = Status::Ok();
   UniqueFd netns;
+  std::vector<UniqueFd> sockets;
   std::thread maker([&] {
     if (unshare(CLONE_NEWNET) != 0) {
       st = Status::FromErrno("create a private network namespace for the proxy listener (needs root)", errno);
@@ -60,11 +61,16 @@ Result<std::unique_ptr<EgressBridge>> EgressBridge::Create(NetworkProvider* netw
       return;
     }
     st = net::LoopbackUp();
-    if (st.ok()) st = network->SetUpInNamespace();
+    for (const net::LoopbackSocket& s : network->Sockets()) {
+      if (!st.ok()) break;
+      auto fd = net::OpenLoopback(s);
+      if (fd) sockets.push_back(std::move(*fd));
+      else st = fd.status();
+    }
   });
   maker.join();
   if (!st.ok()) return st;
-  WARDEN_RETURN_IF_ERROR(network->Start());
+  WARDEN_RETURN_IF_ERROR(network->Start(std::move(sockets)));
   return std::unique_ptr<EgressBridge>(new EgressBridge(std::move(netns), ports[0]));
 }
 

@@ -30,6 +30,9 @@ struct Plan {
   std::vector<std::string> protect;
   uint64_t tmpfs_bytes = 0;
   std::string passwd, group, hosts, resolv;  // generated /etc files
+  // Descriptors the parent opened for the child (inherited through the clone); init keeps these
+  // and closes every other descriptor it inherited.
+  std::vector<int> Descriptors() const { return {}; }
 };
 
 // Parent side, before clone: resolves and checks every path, builds the plan. A missing or

@@ -70,4 +70,24 @@ Result<UniqueFd> ListenLoopbackTcp(uint16_t port) {
 
 Result<UniqueFd> BindLoopbackUdp(uint16_t port) { return BoundLoopback(SOCK_DGRAM, port); }
 
+Result<UniqueFd> OpenLoopback(const LoopbackSocket& s) {
+  if (s.type == SOCK_STREAM) return ListenLoopbackTcp(s.port);
+  if (s.type == SOCK_DGRAM) return BindLoopbackUdp(s.port);
+  return Status::Error("loopback socket of unknown type " + std::to_string(s.type));
+}
+
+Status StartInNamespaceFromParent(pid_t pid, NetworkProvider& network) {
+  std::vector<UniqueFd> sockets;
+  WARDEN_RETURN_IF_ERROR(InNamespaceFromParent(pid, [&]() -> Status {
+    WARDEN_RETURN_IF_ERROR(LoopbackUp());
+    for (const LoopbackSocket& s : network.Sockets()) {
+      auto fd = OpenLoopback(s);
+      if (!fd) return fd.status();
+      sockets.push_back(std::move(*fd));
+    }
+    return Status::Ok();
+  }));
+  return network.Start(std::move(sockets));
+}
+
 }  // namespace warden::sandbox::net

@@ -201,7 +201,6 @@ nlohmann::json Claim(const contain::ChildSpec& c) {
 }
 
 Status ReceiveClaimFromChild(contain::ChildSpec* spec) {
-  WARDEN_RETURN_IF_ERROR(sync::Send(spec->sync_fd, sync::kReady));
   auto m = Receive(spec->sync_fd);
   if (!m) return m.status();
   if (m->fds.size() != 3)

@@ -53,7 +53,7 @@ Result<RunResult> ResultFromJson(const nlohmann::json& record);
 // The command's half of a ChildSpec: argv, env, the PATH to search, workdir and the per-command
 // rlimits. Sent with three fds (stdin, stdout, stderr).
 nlohmann::json Claim(const contain::ChildSpec& command);
-// In the pooled init, after seccomp: reports ready ('R' on the sync socket), waits for the claim
+// In the pooled init, after seccomp and its ready (kReady on the sync socket): waits for the claim
 // and fills `spec`'s command half and stdio from it. Error when the server is gone or the claim is
 // malformed.
 Status ReceiveClaimFromChild(contain::ChildSpec* spec);

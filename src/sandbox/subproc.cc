@@ -119,6 +119,7 @@ class Supervisor {
   Status Launch(contain::ChildSpec& spec);
   void Loop();
   void OnSync();
+  void OnSocket(UniqueFd socket);
   void OnStream(OutputStream& s, bool* limit_hit);
   void OnStdinRelay();
   void OnNotify();
@@ -142,6 +143,9 @@ class Supervisor {
   std::optional<int> wait_status_;
   std::optional<int> exec_errno_;
   std::string setup_error_;
+  sync::Gate gate_;
+  std::vector<UniqueFd> sockets_;  // the network's loopback sockets, as init sends them
+  size_t sockets_wanted_ = 0;
   sigset_t old_mask_;
 };
 
@@ -188,6 +192,7 @@ Status Supervisor::Prepare(contain::ChildSpec* spec) {
   }
   spec->workdir = !opt_.workdir.empty() ? opt_.workdir : (!spec->writable_inside.empty() ? spec->writable_inside[0] : "/tmp");
   spec->seccomp_notify = true;
+  spec->text = contain::ProcessTextFromParent();
   if (opt_.net == NetMode::kProxy) {
     if (network_ == nullptr) return Status::Error("--net proxy: no egress proxy is available to this caller");
     for (const auto& [k, v] : network_->Environment()) {
@@ -195,6 +200,8 @@ Status Supervisor::Prepare(contain::ChildSpec* spec) {
     }
     spec->restrict_tcp = true;
     spec->tcp_ports = network_->AllowedTcpPorts();
+    spec->sockets = network_->Sockets();
+    sockets_wanted_ = spec->sockets.size();
   }
   return Status::Ok();
 }
@@ -246,14 +253,7 @@ Status Supervisor::Launch(contain::ChildSpec& spec) {
   start_ms_ = NowMs();
   Status st = user::InitNsFromParent(pid_, spec.ids);
   if (st.ok() && cg_) st = cg_->AddProcessFromParent(pid_);
-  if (st.ok() && network_ != nullptr && opt_.net == NetMode::kProxy) {
-    st = net::InNamespaceFromParent(pid_, [this]() -> Status {
-      WARDEN_RETURN_IF_ERROR(net::LoopbackUp());
-      return network_->SetUpInNamespace();
-    });
-    if (st.ok()) st = network_->Start();
-    if (!st.ok()) st = st.Wrap("set up the sandbox's network");
-  }
+  // The network's sockets come from init (OnSync), made inside before it drops its capabilities.
   if (st.ok()) st = sync::Send(sync_.get(), sync::kGo);
   if (!st.ok()) {
     syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
@@ -278,6 +278,14 @@ void Supervisor::OnSync() {
     sync_.reset();
     return;
   }
+  UniqueFd attached(m->fd);
+  if (Status admitted = gate_.Admit(m->type); !admitted.ok()) {
+    // Init no longer speaks for itself: end the sandbox, and say why in the record.
+    if (setup_error_.empty()) setup_error_ = admitted.message();
+    result_.notes.push_back(admitted.message());
+    Kill(Reason::kSetupError);
+    return;
+  }
   switch (m->type) {
     case sync::kSetupError: setup_error_ = m->payload; break;
     case sync::kNote: result_.notes.push_back(m->payload); break;
@@ -285,15 +293,29 @@ void Supervisor::OnSync() {
     case sync::kExecError: exec_errno_ = std::atoi(m->payload.c_str()); break;
     case sync::kExit: wait_status_ = std::atoi(m->payload.c_str()); break;
     case sync::kNotifyFd:
-      if (m->fd >= 0) {
-        notify_.reset(m->fd);
+      if (attached.valid()) {
+        notify_ = std::move(attached);
         struct epoll_event ev = {EPOLLIN, {.fd = notify_.get()}};
         epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, notify_.get(), &ev);
       }
       break;
+    case sync::kSocket: OnSocket(std::move(attached)); break;
     default: break;
   }
-  if (m->type != sync::kNotifyFd && m->fd >= 0) close(m->fd);
+}
+
+void Supervisor::OnSocket(UniqueFd socket) {
+  if (network_ == nullptr || sockets_.size() >= sockets_wanted_ || !socket.valid()) {
+    if (setup_error_.empty()) setup_error_ = "set up the sandbox's network: init sent a socket nobody asked for";
+    Kill(Reason::kSetupError);
+    return;
+  }
+  sockets_.push_back(std::move(socket));
+  if (sockets_.size() < sockets_wanted_) return;
+  if (Status st = network_->Start(std::move(sockets_)); !st.ok()) {
+    if (setup_error_.empty()) setup_error_ = st.Wrap("set up the sandbox's network").message();
+    Kill(Reason::kSetupError);
+  }
 }
 
 void Supervisor::OnStream(OutputStream& s, bool* limit_hit) {

@@ -52,4 +52,40 @@ Result<Message> Receive(int sock) {
   return m;
 }
 
+Status Gate::Admit(Type type) {
+  auto refuse = [type](const char* why) {
+    return Status::Error(std::string("the sandbox's init sent control message '") +
+                         static_cast<char>(type) + "' " + why +
+                         ": treated as an attack on the supervisor, the sandbox was killed");
+  };
+  switch (type) {
+    case kNote:
+    case kLandlock:
+    case kSocket:
+      if (ready_) return refuse("after the command could start");
+      return Status::Ok();
+    case kNotifyFd:
+      if (ready_) return refuse("after the command could start");
+      if (notify_fd_) return refuse("a second time");
+      notify_fd_ = true;
+      return Status::Ok();
+    case kReady:
+      if (ready_) return refuse("a second time");
+      ready_ = true;
+      return Status::Ok();
+    case kSetupError:
+    case kExecError:
+      if (exited_) return refuse("after the command's end");
+      return Status::Ok();
+    case kExit:
+      if (!ready_) return refuse("before the sandbox was locked down");
+      if (exited_) return refuse("a second time");
+      exited_ = true;
+      return Status::Ok();
+    case kGo:
+      break;
+  }
+  return refuse("that a sandbox never sends");
+}
+
 }  // namespace warden::sandbox::sync
