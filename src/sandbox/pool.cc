@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -99,6 +100,7 @@ struct Slot {
   uint64_t created_ms = 0, ready_ms = 0, claimed_ms = 0, ended_ms = 0;
   RunResult result;  // notes, Landlock ABI, degraded, cgroup version and violations as they come
   std::string setup_error;
+  sync::Gate gate;  // what its init may still send (sync.h)
   std::optional<int> wait_status, exec_errno;
   std::optional<Reason> killed_for;
   int host_signal = 0;  // the signal the client received, when it asked us to end the run
@@ -152,6 +154,8 @@ class Server {
   ~Server() {
     slots_.clear();  // their workspaces first: they live in the base
     clients_.clear();
+    forker_.reset();  // it exits when its socket closes
+    if (forker_pid_ > 0) waitpid(forker_pid_, nullptr, 0);
     workspace_base_fd_.reset();
     if (!workspace_base_.empty()) rmdir(workspace_base_.c_str());
   }
@@ -159,6 +163,9 @@ class Server {
 
  private:
   Status Listen();
+  Status StartForker();
+  [[noreturn]] void ForkerLoop(int sock);
+  Status CloneSandbox(uint64_t id, bool cgroup, nlohmann::json* reply, std::vector<UniqueFd>* fds);
   Status Launch();
   void Watch(int fd, Kind kind, uint64_t id);
   void Unwatch(int fd);
@@ -186,6 +193,9 @@ class Server {
   bool profile_cgroup_ = false;  // sandboxes get a cgroup (memory, pids or cpu limits)
   std::vector<std::string> degraded_;
   UniqueFd listen_, epoll_, sigfd_, tick_;
+  UniqueFd forker_;  // the forker's end (StartForker); invalid once it is gone
+  pid_t forker_pid_ = -1;
+  std::string forker_error_;
   std::string workspace_base_;  // private parent of the sandboxes' workspaces (config_.workspace)
   UniqueFd workspace_base_fd_;
   std::map<uint64_t, std::unique_ptr<Slot>> slots_;
@@ -247,99 +257,165 @@ Status Server::Listen() {
   return Status::Ok();
 }
 
-// Builds one sandbox up to the point where it waits for a command: the parent's half of
-// Supervisor::Prepare/Launch (subproc.cc) for the pool's profile.
-Status Server::Launch() {
-  auto slot = std::make_unique<Slot>();
-  slot->id = next_id_++;
+// The forker (docs/pool.md, "Isolation between claims"): a process forked from the server before
+// it accepts any client, which clones every waiting sandbox. A sandbox's init is a copy of the
+// memory of whoever cloned it; the server's holds other clients' requests (argv, environment),
+// the forker's never does. The inits are the server's children (CLONE_PARENT), so the server
+// supervises and reaps them as before.
+Status Server::StartForker() {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    return Status::FromErrno("socketpair for the pool's forker", errno);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(sv[0]);
+    close(sv[1]);
+    return Status::FromErrno("fork the pool's forker", errno);
+  }
+  if (pid == 0) {
+    close(sv[0]);
+    ForkerLoop(sv[1]);  // never returns
+  }
+  close(sv[1]);
+  forker_.reset(sv[0]);
+  forker_pid_ = pid;
+  return Status::Ok();
+}
+
+[[noreturn]] void Server::ForkerLoop(int sock) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (getppid() == 1) _exit(0);
+  for (;;) {
+    auto request = Receive(sock);
+    if (!request) _exit(0);  // the server is gone
+    nlohmann::json reply;
+    std::vector<UniqueFd> fds;
+    Status st = Status::Ok();
+    if (!request->body.contains("slot") || !request->body["slot"].is_number_unsigned()) {
+      st = Status::Error("forker: request without a slot id");
+    } else {
+      st = CloneSandbox(request->body["slot"].get<uint64_t>(), request->body.value("cgroup", false),
+                        &reply, &fds);
+    }
+    if (!st.ok()) reply = {{"error", st.message()}};
+    std::vector<int> raw;
+    for (const auto& fd : fds) raw.push_back(fd.get());
+    if (!Send(sock, reply, raw).ok()) _exit(0);
+  }
+}
+
+// In the forker: builds slot `id`'s sandbox up to the point where it waits for its go. The
+// parent's half of Supervisor::Prepare/Launch (subproc.cc) for the pool's profile; the server
+// writes the id maps, moves it into its cgroup and says go.
+Status Server::CloneSandbox(uint64_t id, bool cgroup, nlohmann::json* reply, std::vector<UniqueFd>* fds) {
   contain::ChildSpec spec;
   spec.pooled = true;
   spec.ids = user::ChooseFromParent();
   Options built = profile_;
   if (config_.workspace) {
-    auto dir = workspace::MakeOwnedDir(workspace_base_fd_.get(), std::to_string(slot->id), spec.ids);
+    auto dir = workspace::MakeOwnedDir(workspace_base_fd_.get(), std::to_string(id), spec.ids);
     if (!dir) return dir.status().Wrap("the sandbox's workspace in " + workspace_base_);
-    slot->workspace = std::to_string(slot->id);
-    slot->workspace_base_fd = workspace_base_fd_.get();
-    built.binds.push_back({.host = workspace_base_ + "/" + slot->workspace,
+    built.binds.push_back({.host = workspace_base_ + "/" + std::to_string(id),
                            .inside = kWorkspaceInside,
                            .writable = true});
   }
   auto plan = mnt::PlanFromParent(built, spec.ids.inside_uid, spec.ids.inside_gid);
   if (!plan) return plan.status();
   spec.plan = std::move(*plan);
+  spec.landlock = landlock::AbiVersion() > 0;  // Serve refused a pool that needs it and lacks it
+  spec.limits.file_size_bytes = profile_.file_size_bytes;
+  spec.limits.open_files = profile_.open_files;
+  if (cgroup) {
+    spec.new_cgroup_ns = true;
+  } else if (profile_cgroup_) {  // the server could not make one and the profile accepts that
+    spec.limits.address_space_bytes = profile_.memory_bytes;
+    spec.limits.processes = profile_.pids;
+  }
+  spec.hostname = profile_.hostname;
+  for (const auto& b : spec.plan.user) {
+    if (b.writable && b.is_dir) spec.writable_inside.push_back(b.inside);
+  }
+  spec.seccomp_notify = true;
+  spec.text = contain::ProcessTextFromParent();
+
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+    return Status::FromErrno("socketpair", errno);
+  UniqueFd server_sync(sv[0]), child_sync(sv[1]);
+  spec.sync_fd = child_sync.get();
+
+  struct clone_args args = {};
+  int pidfd = -1;
+  args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+               CLONE_NEWUTS | CLONE_PIDFD | CLONE_PARENT;
+  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+  args.exit_signal = 0;  // with CLONE_PARENT the kernel uses the forker's own (SIGCHLD)
+  long pid = syscall(SYS_clone3, &args, sizeof(args));
+  if (pid < 0)
+    return Status::FromErrno("clone the sandbox (user namespaces disabled or exhausted?)", errno);
+  if (pid == 0) {
+    // The clone holds every descriptor of the forker: init keeps only its sync socket, with
+    // /dev/null as stdio.
+    contain::RunInitFromChild(spec);
+  }
+  fds->emplace_back(pidfd);
+  fds->push_back(std::move(server_sync));
+  *reply = {{"pid", pid}, {"writable_inside", spec.writable_inside}};
+  return Status::Ok();
+}
+
+// Builds one sandbox up to the point where it waits for a command: the forker clones it, the
+// server connects it.
+Status Server::Launch() {
+  auto slot = std::make_unique<Slot>();
+  slot->id = next_id_++;
+  const user::IdMap ids = user::ChooseFromParent();
+  if (config_.workspace) {
+    slot->workspace = std::to_string(slot->id);  // the forker makes it; removed with the slot
+    slot->workspace_base_fd = workspace_base_fd_.get();
+  }
   if (landlock::AbiVersion() <= 0) {
     if (!profile_.degrade.allow_no_landlock) {
       return Status::Error(
           "Landlock is not available in this kernel; a pool accepts that only with "
           "'accept_missing: [landlock]'");
     }
-    spec.landlock = false;
     slot->result.degraded.push_back("landlock");
   }
-  spec.limits.file_size_bytes = profile_.file_size_bytes;
-  spec.limits.open_files = profile_.open_files;
   if (profile_cgroup_) {
     auto cg = cgroup::Cgroup::CreateFromParent(
         {profile_.memory_bytes, profile_.pids ? profile_.pids + 1 : 0});
     if (cg) {
       slot->cg = std::move(*cg);
       slot->result.cgroup = slot->cg->is_v2() ? "v2" : "v1";
-      spec.new_cgroup_ns = true;
     } else if (profile_.degrade.allow_no_cgroups) {
       slot->result.degraded.push_back("cgroups");
       slot->result.notes.push_back("cgroups unavailable (" + cg.status().message() +
                                    "): limits enforced per process with rlimits");
-      spec.limits.address_space_bytes = profile_.memory_bytes;
-      spec.limits.processes = profile_.pids;
     } else {
       return cg.status().Wrap(
           "--memory/--pids/--cpu need cgroups (or a profile with 'accept_missing: [cgroups]')");
     }
   }
-  spec.hostname = profile_.hostname;
-  for (const auto& b : spec.plan.user) {
-    if (b.writable && b.is_dir) spec.writable_inside.push_back(b.inside);
+  if (!forker_.valid()) return Status::Error("the pool's forker is gone: " + forker_error_);
+  Status sent = Send(forker_.get(), {{"slot", slot->id}, {"cgroup", slot->cg.has_value()}});
+  auto reply = sent.ok() ? Receive(forker_.get()) : Result<Message>(sent);
+  if (!reply) {
+    // Without its forker the pool cannot build sandboxes that are clean of claims: it builds none.
+    forker_error_ = reply.status().message();
+    forker_.reset();
+    return Status::Error("the pool's forker is gone: " + forker_error_);
   }
-  slot->writable_inside = spec.writable_inside;
-  spec.seccomp_notify = true;
-
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-    return Status::FromErrno("socketpair", errno);
-  slot->sync.reset(sv[0]);
-  UniqueFd child_sync(sv[1]);
-  spec.sync_fd = child_sync.get();
-
-  struct clone_args args = {};
-  int pidfd = -1;
-  args.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
-               CLONE_NEWUTS | CLONE_PIDFD;
-  args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-  args.exit_signal = SIGCHLD;
-  long pid = syscall(SYS_clone3, &args, sizeof(args));
-  if (pid < 0)
-    return Status::FromErrno("clone the sandbox (user namespaces disabled or exhausted?)", errno);
-  if (pid == 0) {
-    // The clone holds every descriptor of the server (the socket, other sandboxes' channels,
-    // clients' streams): keep only the sync socket, and /dev/null as stdio.
-    int null = open("/dev/null", O_RDWR);
-    if (null >= 0) {
-      dup2(null, 0);
-      dup2(null, 1);
-      dup2(null, 2);
-    }
-    const int keep = spec.sync_fd;
-    if (keep > 3) close_range(3, static_cast<unsigned>(keep - 1), 0);
-    close_range(static_cast<unsigned>(keep + 1), ~0U, 0);
-    contain::RunInitFromChild(spec);
-  }
-  child_sync.reset();
-  slot->pid = static_cast<pid_t>(pid);
-  slot->pidfd.reset(pidfd);
+  if (reply->body.contains("error")) return Status::Error(reply->body.value("error", "forker error"));
+  if (reply->fds.size() != 2 || !reply->body.contains("pid"))
+    return Status::Error("the pool's forker answered without the sandbox's pidfd and channel");
+  slot->pid = reply->body["pid"].get<pid_t>();
+  slot->pidfd = std::move(reply->fds[0]);
+  slot->sync = std::move(reply->fds[1]);
+  slot->writable_inside = reply->body.value("writable_inside", std::vector<std::string>{});
   slot->created_ms = NowMs();
   ++started_;
-  Status st = user::InitNsFromParent(slot->pid, spec.ids);
+  Status st = user::InitNsFromParent(slot->pid, ids);
   if (st.ok() && slot->cg) st = slot->cg->AddProcessFromParent(slot->pid);
   if (st.ok()) st = sync::Send(slot->sync.get(), sync::kGo);
   if (!st.ok()) {
@@ -358,6 +434,14 @@ void Server::OnSync(Slot& s) {
   if (!m) {
     Unwatch(s.sync.get());
     s.sync.reset();
+    return;
+  }
+  if (Status admitted = s.gate.Admit(m->type); !admitted.ok()) {
+    // Init no longer speaks for itself: end the sandbox, and say why in the record.
+    if (m->fd >= 0) close(m->fd);
+    if (s.setup_error.empty()) s.setup_error = admitted.message();
+    s.result.notes.push_back(admitted.message());
+    Kill(s, Reason::kSetupError);
     return;
   }
   switch (m->type) {
@@ -813,6 +897,8 @@ int Server::Serve() {
   sigset_t old_mask;
   sigprocmask(SIG_BLOCK, &sigs, &old_mask);
   signal(SIGPIPE, SIG_IGN);
+  // Before the first client: the forker's memory holds no request, ever.
+  if (Status st = StartForker(); !st.ok()) return fail(st.message());
   if (Status st = Listen(); !st.ok()) return fail(st.message());
   epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   sigfd_.reset(signalfd(-1, &sigs, SFD_CLOEXEC));

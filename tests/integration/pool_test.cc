@@ -3,6 +3,9 @@
 // pool survives exhaustion, crashes of waiting sandboxes and idle expiry.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <fstream>
+#include <cstring>
+#include <fcntl.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -179,6 +182,57 @@ TEST_F(Pool, AWaitingSandboxHoldsNothingOfTheServer) {
     for (int fd : {0, 1, 2}) EXPECT_TRUE(fds[fd].ends_with("null")) << fd << " -> " << fds[fd];
     EXPECT_EQ(fds.rbegin()->second.rfind("socket:", 0), 0u) << fds.rbegin()->second;
   }
+}
+
+// A claim's data in the memory of sandboxes built after it (issue 10): an init is a copy of the
+// memory of whoever cloned it. Cloned by the server, which had parsed an earlier client's request,
+// it would carry that client's argv and --env secret into a later claimant's sandbox. Looked for
+// from the host (root may read any process's memory): in every waiting init, after a claim with a
+// secret was served and the pool refilled.
+TEST_F(Pool, AWaitingSandboxHoldsNoOtherClaimsData) {
+  const std::string secret = "claim-secret-" + std::to_string(getpid()) + "-Zq7x";
+  // One claim served, and one still running while the pool refills: the server holds its request
+  // (options, environment) while it builds the replacements.
+  auto served = RunPooledSh(pool_, "true", {"--env", "API_TOKEN=" + secret});
+  ASSERT_EQ(served.exit_code, 0) << served.err;
+  ASSERT_TRUE(pool_.WaitReady()) << pool_.Log();
+  Outcome running;
+  std::thread claim([&] { running = RunPooledSh(pool_, "sleep 3", {"--env", "API_TOKEN=" + secret}); });
+  bool refilled = false;
+  for (int i = 0; i < 100 && !refilled; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    nlohmann::json st = pool_.Status();
+    refilled = st.is_object() && st["in_use"] == 1 && st["ready"] == st["size"];
+  }
+  EXPECT_TRUE(refilled) << pool_.Status().dump();
+  nlohmann::json s = pool_.Status();
+  ASSERT_FALSE(s["sandboxes"].empty()) << s.dump();
+  size_t scanned_bytes = 0;
+  for (const auto& sb : s["sandboxes"]) {
+    if (sb["state"] != "ready") continue;  // the claimed one holds its own claim, rightly
+    const std::string proc = "/proc/" + std::to_string(sb["pid"].get<int>());
+    std::ifstream maps(proc + "/maps");
+    int mem = open((proc + "/mem").c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(mem, 0) << "root reads " << proc << "/mem: " << strerror(errno);
+    std::string line;
+    while (std::getline(maps, line)) {
+      unsigned long long from = 0, to = 0;
+      char perms[5] = {};
+      if (std::sscanf(line.c_str(), "%llx-%llx %4s", &from, &to, perms) != 3 || perms[0] != 'r') continue;
+      if (line.find("[vvar") != std::string::npos || line.find("[vsyscall]") != std::string::npos) continue;
+      std::string region(static_cast<size_t>(to - from), '\0');
+      ssize_t n = pread(mem, region.data(), region.size(), static_cast<off_t>(from));
+      if (n <= 0) continue;
+      region.resize(static_cast<size_t>(n));
+      scanned_bytes += region.size();
+      EXPECT_EQ(region.find(secret), std::string::npos)
+          << "a waiting sandbox's init holds an earlier claim's secret, in " << line;
+    }
+    close(mem);
+  }
+  EXPECT_GT(scanned_bytes, 1u << 20) << "the scan read almost nothing: it proves nothing";
+  claim.join();
+  EXPECT_EQ(running.exit_code, 0) << running.err;
 }
 
 TEST_F(Pool, OptionsThePoolCannotSatisfyAreRefused) {
