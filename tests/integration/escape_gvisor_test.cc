@@ -48,6 +48,16 @@ constexpr LeftOut kLeftOut[] = {
     {"TiocstiInjectionIsRefused",
      "asserts EPERM and a seccomp violation; under gVisor TIOCSTI on stdin is ENOTTY (stdin is never a host "
      "terminal: a pipe or relayed)"},
+    // warden's own init, a copy of warden, does not exist under gVisor: runsc is the namespace's
+    // init on the host, and inside, PID 1 is the command itself.
+    {"InitMemoryDescriptorsAndEnvironmentAreOutOfReach",
+     "asserts that warden's init (PID 1 of a native sandbox) is out of reach; under gVisor PID 1 is the command "
+     "itself, and the Sentry, not a copy of warden, holds the sandbox"},
+    {"InitHoldsNoVariableOfTheCallersEnvironment",
+     "looks on the host for warden's init; under gVisor the namespace's init is runsc, started with a clean "
+     "environment (gvisor.cc)"},
+    {"ListmountAndStatmountAreRefused",
+     "asserts seccomp's EPERM and violations; gVisor 20221219 does not implement listmount/statmount (ENOSYS)"},
 };
 
 bool HaveRunsc() {

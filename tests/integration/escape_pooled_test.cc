@@ -15,7 +15,8 @@ namespace warden::testing {
 // 125). The attacks themselves are the same for a pooled sandbox's binds; they run cold.
 constexpr const char* kPerTestBinds =
     "-EscapePooled.ReadRootOnlyHostFileThroughBind:EscapePooled.SymlinkAndDotDotEscapesFromRwBind:"
-    "EscapePooled.ProtectedPathsInWorkspaceStayReadOnly";
+    "EscapePooled.ProtectedPathsInWorkspaceStayReadOnly:"
+    "EscapePooled.ReservedPathsCannotBeReplacedBySpellingThemDifferently";
 
 class PoolEnvironment : public ::testing::Environment {
  public:

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "harness.h"
@@ -208,6 +209,118 @@ TEST(Escape, ProtectedPathsInWorkspaceStayReadOnly) {
   std::ifstream cfg(ws.path() + "/.git/config");
   std::string content((std::istreambuf_iterator<char>(cfg)), std::istreambuf_iterator<char>());
   EXPECT_EQ(content, "[core]\n");
+}
+
+// Attack on the sandbox's init (issue 10): init is a copy of warden. Through /proc/1/mem a
+// command could read warden's memory or write code into init that speaks for it on the channel
+// to the supervisor (a forged seccomp listener, then refused syscalls answered "continue"), and
+// /proc/1/fd, /proc/1/environ and /proc/1/syscall would show its descriptors, warden's
+// environment and its registers. As an ordinary user the uid switch leaves init dumpable: all
+// of these opened. None may.
+TEST(Escape, InitMemoryDescriptorsAndEnvironmentAreOutOfReach) {
+  auto r = RunSh(
+      "python3 -c \"\nimport os, errno\n"
+      "def attempt(name, f):\n"
+      "  try:\n    f(); print(name, 'OPENED')\n"
+      "  except OSError as e: print(name, errno.errorcode.get(e.errno, e.errno))\n"
+      "attempt('mem-rw', lambda: os.open('/proc/1/mem', os.O_RDWR))\n"
+      "attempt('mem-r', lambda: os.open('/proc/1/mem', os.O_RDONLY))\n"
+      "attempt('environ', lambda: open('/proc/1/environ', 'rb').read())\n"
+      "attempt('fd', lambda: os.listdir('/proc/1/fd'))\n"
+      "attempt('syscall', lambda: open('/proc/1/syscall').read())\n"
+      "attempt('maps', lambda: open('/proc/1/maps').read())\n"
+      "print('cmdline', open('/proc/1/cmdline', 'rb').read().rstrip(b'\\\\0'))\n"
+      "\"");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("OPENED"), std::string::npos) << r.out;
+  for (const char* name : {"mem-rw", "mem-r", "environ", "fd", "syscall", "maps"}) {
+    const bool refused = r.out.find(std::string(name) + " EACCES\n") != std::string::npos ||
+                         r.out.find(std::string(name) + " EPERM\n") != std::string::npos;
+    EXPECT_TRUE(refused) << name << ":\n" << r.out;
+  }
+  // Anyone may read a cmdline: init's shows its own name, not warden's arguments.
+  EXPECT_NE(r.out.find("cmdline b'warden-init'"), std::string::npos) << r.out;
+}
+
+// The same init seen from the host (as root, which can read it): no variable of the environment
+// warden was started with is left in it, readable or not.
+TEST(Escape, InitHoldsNoVariableOfTheCallersEnvironment) {
+  if (!IsRoot()) GTEST_SKIP() << "needs root to read another user's /proc/PID/environ";
+  const std::string marker = "init-environment-probe-" + std::to_string(getpid());
+  Outcome r;
+  std::thread run([&] {
+    Invocation inv;
+    inv.args = {"run", "--", "sh", "-c", "sleep 3; echo " + marker};
+    inv.extra_env = {{"AWS_SECRET_ACCESS_KEY", "canary-hunter2"}};
+    r = RunWarden(inv);
+  });
+  // read(2), not a stream: a process may end between readdir and read (ESRCH).
+  auto slurp = [](const std::string& path) {
+    std::string text;
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return text;
+    char buf[4096];
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+    close(fd);
+    return text;
+  };
+  std::string environ_text, cmdline;
+  bool found = false;
+  for (int i = 0; i < 250 && !found; ++i) {
+    usleep(10 * 1000);
+    for (pid_t pid : PidsWithCmdline(marker)) {
+      const std::string text = slurp("/proc/" + std::to_string(pid) + "/stat");
+      const size_t paren = text.rfind(')');
+      if (paren == std::string::npos) continue;
+      std::istringstream rest(text.substr(paren + 1));
+      std::string state;
+      pid_t ppid = 0;
+      rest >> state >> ppid;
+      cmdline = slurp("/proc/" + std::to_string(ppid) + "/cmdline");
+      if (cmdline.rfind("warden-init", 0) != 0) continue;
+      environ_text = slurp("/proc/" + std::to_string(ppid) + "/environ");
+      found = true;
+      break;
+    }
+  }
+  run.join();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(found) << "no sandbox init named warden-init seen; last cmdline: " << cmdline;
+  EXPECT_EQ(environ_text.find("canary-hunter2"), std::string::npos);
+  EXPECT_EQ(environ_text.find("PATH="), std::string::npos) << "init kept an environment";
+}
+
+// statmount/listmount (Linux 6.8) walk mount namespaces by id: refused as the rest of the mount
+// family is, and recorded.
+TEST(Escape, ListmountAndStatmountAreRefused) {
+  auto r = RunSh(
+      "python3 -c \"\nimport ctypes, struct\nl = ctypes.CDLL(None, use_errno=True)\n"
+      "req = struct.pack('<IIQQ', 24, 0, 0xffffffffffffffff, 0)\n"
+      "ids = ctypes.create_string_buffer(8 * 64)\n"
+      "print('listmount', l.syscall(458, req, ids, 64, 0), ctypes.get_errno())\n"
+      "sreq = struct.pack('<IIQQ', 24, 0, 1, 1)\nbuf = ctypes.create_string_buffer(4096)\n"
+      "print('statmount', l.syscall(457, sreq, buf, 4096, 0), ctypes.get_errno())\n"
+      "\"");
+  EXPECT_NE(r.out.find("listmount -1 1\n"), std::string::npos) << r.out << r.err;  // EPERM
+  EXPECT_NE(r.out.find("statmount -1 1\n"), std::string::npos) << r.out << r.err;
+  bool listmount = false, statmount = false;
+  for (const auto& v : r.record["violations"]) {
+    listmount |= v["syscall"] == "listmount";
+    statmount |= v["syscall"] == "statmount";
+  }
+  EXPECT_TRUE(listmount && statmount) << r.record.dump();
+}
+
+// --ro/--rw may not replace what warden mounts by spelling it differently.
+TEST(Escape, ReservedPathsCannotBeReplacedBySpellingThemDifferently) {
+  TempDir dir;
+  for (const char* inside : {"/proc/", "/dev/.", "//", "/./", "/proc//", "//dev", "/proc/./", "/proc/sys"}) {
+    for (const char* flag : {"--ro", "--rw"}) {
+      auto r = RunWarden({{"run", flag, dir.path() + ":" + inside, "--", "true"}});
+      EXPECT_EQ(r.exit_code, 125) << flag << " " << inside << ": " << r.err;
+      EXPECT_NE(r.err.find("managed by warden"), std::string::npos) << flag << " " << inside << ": " << r.err;
+    }
+  }
 }
 
 TEST(Escape, TwoSandboxesAtOnceCannotSeeEachOther) {

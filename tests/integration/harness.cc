@@ -27,14 +27,56 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
+// warden as another user: a copy of the binary in a directory every user can reach (the build
+// tree may sit under a 0700 directory, as a root user's checkout in /root does), made once per
+// test process and removed at its exit.
+class ReachableCopy {
+ public:
+  const std::string& path() {
+    if (path_.empty()) {
+      char tmpl[] = "/tmp/warden-test-bin-XXXXXX";
+      if (mkdtemp(tmpl) == nullptr) return path_;
+      dir_ = tmpl;
+      chmod(dir_.c_str(), 0755);
+      std::error_code ec;
+      std::filesystem::copy_file(WARDEN_BIN, dir_ + "/warden", ec);
+      if (!ec && chmod((dir_ + "/warden").c_str(), 0755) == 0) path_ = dir_ + "/warden";
+    }
+    return path_;
+  }
+  ~ReachableCopy() {
+    if (dir_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+ private:
+  std::string dir_, path_;
+};
+
+ReachableCopy reachable_copy;
+
 }  // namespace
 
 bool IsRoot() { return geteuid() == 0; }
 
+uid_t TestUid() {
+  const char* v = getenv("WARDEN_TEST_AS_UID");
+  if (v == nullptr || !IsRoot()) return 0;
+  return static_cast<uid_t>(std::strtoul(v, nullptr, 10));
+}
+
+std::string WardenBinaryFor(uid_t uid) {
+  if (uid == 0 || !IsRoot()) return WARDEN_BIN;
+  const std::string& copy = reachable_copy.path();
+  return copy.empty() ? std::string(WARDEN_BIN) : copy;
+}
+
 Outcome RunWarden(const Invocation& inv) {
   Outcome o;
   std::string json_path;
-  std::vector<std::string> args = {WARDEN_BIN};
+  const uid_t uid = inv.uid ? inv.uid : TestUid();
+  std::vector<std::string> args = {WardenBinaryFor(uid)};
   for (size_t i = 0; i < inv.args.size(); ++i) {
     args.push_back(inv.args[i]);
     // Pooled variants of the end-to-end tests (escape_pooled_test.cc) send every run to a pool.
@@ -51,7 +93,7 @@ Outcome RunWarden(const Invocation& inv) {
       char tmpl[] = "/tmp/warden-test-json-XXXXXX";
       int fd = mkstemp(tmpl);
       close(fd);
-      if (inv.uid) chown(tmpl, inv.uid, static_cast<gid_t>(-1));
+      if (uid) chown(tmpl, uid, static_cast<gid_t>(-1));
       json_path = tmpl;
       args.push_back("--json");
       args.push_back(json_path);
@@ -66,8 +108,8 @@ Outcome RunWarden(const Invocation& inv) {
     dup2(err[1], 2);
     for (int fd : inv.inherit_fds) fcntl(fd, F_SETFD, 0);
     for (const auto& [k, v] : inv.extra_env) setenv(k.c_str(), v.c_str(), 1);
-    if (inv.uid) {
-      if (setgroups(0, nullptr) != 0 || setresgid(inv.uid, inv.uid, inv.uid) != 0 || setresuid(inv.uid, inv.uid, inv.uid) != 0) _exit(99);
+    if (uid) {
+      if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0) _exit(99);
     }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -146,6 +188,8 @@ Outcome RunSh(const std::string& script, const std::vector<std::string>& flags) 
 TempDir::TempDir() {
   char tmpl[] = "/tmp/warden-test-XXXXXX";
   path_ = mkdtemp(tmpl);
+  // Runs as another user bind it: the directory is theirs (the files Write makes stay root's).
+  if (uid_t uid = TestUid(); uid != 0) chown(path_.c_str(), uid, static_cast<gid_t>(-1));
 }
 
 TempDir::~TempDir() {

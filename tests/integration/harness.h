@@ -25,7 +25,8 @@ struct Invocation {
   std::map<std::string, std::string> extra_env;  // added to warden's environment
   bool json = true;                   // add --json FILE and parse it
   std::vector<int> inherit_fds;       // left open (not close-on-exec) in warden
-  uid_t uid = 0;                      // run warden as this user when not 0 (tests run as root)
+  uid_t uid = 0;                      // run warden as this user when not 0 (tests run as root);
+                                      // 0: TestUid()
   int kill_after_ms = 0;              // SIGKILL warden itself after this long (leftover tests)
 };
 
@@ -53,5 +54,12 @@ std::vector<std::string> WardenCgroupDirs();  // every warden-* cgroup directory
 int MountCount();                              // entries in the host's /proc/self/mountinfo
 
 bool IsRoot();
+// The user every run is made as unless an Invocation names one: WARDEN_TEST_AS_UID when the tests
+// run as root (CMake registers the escape and egress suites a second time with it set to 65534),
+// else 0 (the tests' own user). TempDir hands its directories to that user.
+uid_t TestUid();
+// WARDEN_BIN, or for another user a copy every user can execute (the build tree may be
+// unreachable for them).
+std::string WardenBinaryFor(uid_t uid);
 
 }  // namespace warden::testing

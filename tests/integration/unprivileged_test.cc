@@ -52,6 +52,9 @@ TEST(Unprivileged, LimitsWithoutCgroupsFailClosed) {
   EXPECT_EQ(r.exit_code, 125);
   EXPECT_NE(r.err.find("need cgroups"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("accept_missing"), std::string::npos) << r.err;
+  // It says how to get them: delegation of a cgroup subtree, or root.
+  EXPECT_NE(r.err.find("delegate"), std::string::npos) << r.err;
+  EXPECT_EQ(r.record["reason"], "setup_error") << r.record.dump();
 }
 
 TEST(Unprivileged, AcceptedFallbackUsesRlimitsAndSaysSo) {
