@@ -19,9 +19,10 @@ namespace {
 
 constexpr uint64_t kNoFollow = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
 
-int OpenAt2(int dirfd, const std::string& path, int flags, uint64_t resolve) {
+int OpenAt2(int dirfd, const std::string& path, int flags, uint64_t resolve, mode_t mode = 0) {
   struct open_how how = {};
   how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
+  how.mode = mode;
   how.resolve = resolve;
   return static_cast<int>(syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof(how)));
 }
@@ -72,35 +73,54 @@ Status BindFd(int srcfd, int targetfd, uint64_t attrs, const std::string& what) 
   return Attach(tree.get(), targetfd, what);
 }
 
-// Creates the directories of `inside` under `rootfd` (never following a symlink) and the last
-// component as a directory or an empty file. Returns an O_PATH descriptor of it.
+// Creates the directories of `inside` under `rootfd` and the last component as a directory or an
+// empty file, one component at a time: each is opened relative to its parent's descriptor with
+// RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, and a missing one is made with mkdirat (or an O_EXCL
+// create) on that descriptor, then opened the same way. No path is walked from the root twice, so
+// a symlink anywhere on the way (one an earlier run planted in its --rw workspace) is refused
+// before anything is created through it: before pivot_root an absolute link points into the host.
+// Returns an O_PATH descriptor of the last component.
 Result<UniqueFd> MakeMountPoint(int rootfd, const std::string& inside, bool is_dir) {
-  std::string rel = Rel(inside);
-  std::string partial;
-  size_t start = 0;
-  while (start <= rel.size()) {
+  std::vector<std::string> comps;
+  const std::string rel = Rel(inside);
+  for (size_t start = 0; start <= rel.size();) {
     size_t slash = rel.find('/', start);
-    bool last = slash == std::string::npos;
-    std::string comp = rel.substr(start, last ? std::string::npos : slash - start);
-    start = last ? rel.size() + 1 : slash + 1;
-    if (comp.empty() || comp == ".") continue;
-    partial += (partial.empty() ? "" : "/") + comp;
-    if (!last || is_dir) {
-      if (mkdirat(rootfd, partial.c_str(), 0755) != 0 && errno != EEXIST) {
-        return Status::FromErrno("create mount point /" + partial, errno);
+    std::string comp = rel.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    start = slash == std::string::npos ? rel.size() + 1 : slash + 1;
+    if (comp == "..") return Status::Error("mount point " + inside + ": '..' is not allowed");
+    if (!comp.empty() && comp != ".") comps.push_back(std::move(comp));
+  }
+  UniqueFd here(OpenAt2(rootfd, ".", O_PATH | O_DIRECTORY, RESOLVE_BENEATH | kNoFollow));
+  if (!here.valid()) return Status::FromErrno("open the new root", errno);
+  std::string partial;
+  for (size_t i = 0; i < comps.size(); ++i) {
+    const std::string& comp = comps[i];
+    const bool dir = i + 1 < comps.size() || is_dir;
+    partial += "/" + comp;
+    const int flags = O_PATH | (dir ? O_DIRECTORY : 0);
+    int fd = OpenAt2(here.get(), comp, flags, RESOLVE_BENEATH | kNoFollow);
+    if (fd < 0 && errno == ENOENT) {
+      if (dir) {
+        if (mkdirat(here.get(), comp.c_str(), 0755) != 0 && errno != EEXIST) {
+          return Status::FromErrno("create mount point " + partial, errno);
+        }
+      } else {
+        int created = OpenAt2(here.get(), comp, O_CREAT | O_EXCL | O_WRONLY, RESOLVE_BENEATH | kNoFollow, 0644);
+        if (created < 0 && errno != EEXIST) return Status::FromErrno("create mount point " + partial, errno);
+        if (created >= 0) close(created);
       }
-    } else {
-      int fd = OpenAt2(rootfd, partial, O_CREAT | O_WRONLY, RESOLVE_BENEATH | kNoFollow);
-      if (fd < 0 && errno != EISDIR) return Status::FromErrno("create mount point /" + partial, errno);
-      if (fd >= 0) close(fd);
+      fd = OpenAt2(here.get(), comp, flags, RESOLVE_BENEATH | kNoFollow);
     }
+    if (fd < 0) {
+      if (errno == ELOOP) {
+        return Status::Error("mount point " + inside + ": " + partial +
+                             " is a symbolic link inside the sandbox (nothing is created through one): use the real path");
+      }
+      return Status::FromErrno("open mount point " + partial + (partial == inside ? "" : " (for " + inside + ")"), errno);
+    }
+    here.reset(fd);
   }
-  int fd = OpenAt2(rootfd, rel, O_PATH | (is_dir ? O_DIRECTORY : 0), RESOLVE_BENEATH | kNoFollow);
-  if (fd < 0) {
-    if (errno == ELOOP) return Status::Error("mount point " + inside + " crosses a symbolic link inside the sandbox: use the real path");
-    return Status::FromErrno("open mount point " + inside, errno);
-  }
-  return UniqueFd(fd);
+  return here;
 }
 
 Status WriteFile(int rootfd, const std::string& inside, const std::string& content, mode_t mode) {

@@ -16,7 +16,8 @@ namespace warden::testing {
 constexpr const char* kPerTestBinds =
     "-EscapePooled.ReadRootOnlyHostFileThroughBind:EscapePooled.SymlinkAndDotDotEscapesFromRwBind:"
     "EscapePooled.ProtectedPathsInWorkspaceStayReadOnly:"
-    "EscapePooled.ReservedPathsCannotBeReplacedBySpellingThemDifferently";
+    "EscapePooled.ReservedPathsCannotBeReplacedBySpellingThemDifferently:"
+    "EscapePooled.PlantedSymlinkRedirectsNestedMountPointOntoHost";
 
 class PoolEnvironment : public ::testing::Environment {
  public:

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -188,6 +190,26 @@ TEST(Escape, SymlinkAndDotDotEscapesFromRwBind) {
   EXPECT_NE(r.out.find("/etc/shadow: No such file"), std::string::npos) << r.out;
   // The planted link resolves inside the sandbox's root, which has no shadow file.
   EXPECT_NE(r.out.find("/work/shadow: No such file"), std::string::npos) << r.out;
+}
+
+// Run 1 plants a link in its workspace pointing at a host directory; run 2 nests a bind below it.
+// Creating the nested bind's mount point happens before pivot_root, where an absolute link is the
+// host's path: walking through it would create directories on the host (as the sandbox's user).
+// The walk must refuse the link, create nothing, and fail closed naming it.
+TEST(Escape, PlantedSymlinkRedirectsNestedMountPointOntoHost) {
+  TempDir ws, other;
+  TempDir target("/var/tmp");  // not under /tmp, where the new root sits while it is built
+  chown(ws.path().c_str(), 65534, 65534);
+  chmod(other.path().c_str(), 0755);
+  chmod(target.path().c_str(), 0777);  // writable by the sandbox's user: only the walk stands in the way
+  auto plant = RunSh("ln -s " + target.path() + " /work/sub", {"--rw", ws.path() + ":/work"});
+  ASSERT_EQ(plant.exit_code, 0) << plant.err;
+  auto r = RunSh("echo RAN", {"--rw", ws.path() + ":/work", "--ro", other.path() + ":/work/sub/deeper"});
+  EXPECT_TRUE(std::filesystem::is_empty(target.path())) << "created through the planted link: " << target.path();
+  EXPECT_EQ(access((target.path() + "/deeper").c_str(), F_OK), -1);
+  EXPECT_EQ(r.exit_code, 125) << r.out << r.err;
+  EXPECT_EQ(r.out.find("RAN"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("/work/sub is a symbolic link"), std::string::npos) << r.err;
 }
 
 TEST(Escape, ProtectedPathsInWorkspaceStayReadOnly) {

@@ -185,9 +185,11 @@ Outcome RunSh(const std::string& script, const std::vector<std::string>& flags) 
   return RunWarden(inv);
 }
 
-TempDir::TempDir() {
-  char tmpl[] = "/tmp/warden-test-XXXXXX";
-  path_ = mkdtemp(tmpl);
+TempDir::TempDir() : TempDir("/tmp") {}
+
+TempDir::TempDir(const std::string& parent) {
+  std::string tmpl = parent + "/warden-test-XXXXXX";
+  path_ = mkdtemp(tmpl.data());
   // Runs as another user bind it: the directory is theirs (the files Write makes stay root's).
   if (uid_t uid = TestUid(); uid != 0) chown(path_.c_str(), uid, static_cast<gid_t>(-1));
 }

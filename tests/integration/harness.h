@@ -40,6 +40,9 @@ Outcome RunSh(const std::string& script, const std::vector<std::string>& flags =
 class TempDir {
  public:
   TempDir();
+  // Under `parent` instead (e.g. /var/tmp: a host directory outside /tmp, which a sandbox covers
+  // with its new root while it builds it).
+  explicit TempDir(const std::string& parent);
   ~TempDir();
   const std::string& path() const { return path_; }
   std::string Write(const std::string& rel, const std::string& content, mode_t mode = 0644) const;

@@ -1,7 +1,10 @@
 // warden run by an ordinary user (unprivileged user namespaces): the same sandbox, mapped to the
 // caller, and fail-closed where a feature (cgroups) is out of reach.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <filesystem>
 
 #include "harness.h"
 
@@ -63,6 +66,25 @@ TEST(Unprivileged, AcceptedFallbackUsesRlimitsAndSaysSo) {
                         "try:\n  b = bytearray(256 << 20)\n  print('ALLOCATED')\nexcept MemoryError:\n  print('refused')"});
   EXPECT_EQ(r.out, "refused\n") << r.err;
   EXPECT_EQ(r.record["degraded"], nlohmann::json::array({"cgroups"}));
+}
+
+// escape_test.cc's attack of the same name, by an ordinary user: the link planted by run 1 must
+// not steer run 2's nested mount point onto the host (the caller's own directories there).
+TEST(Unprivileged, PlantedSymlinkRedirectsNestedMountPointOntoHost) {
+  REQUIRE_NOBODY();
+  TempDir ws, other;
+  TempDir target("/var/tmp");  // not under /tmp, where the new root sits while it is built
+  ASSERT_EQ(chown(ws.path().c_str(), kNobody, kNobody), 0);
+  ASSERT_EQ(chown(target.path().c_str(), kNobody, kNobody), 0);
+  ASSERT_EQ(chmod(other.path().c_str(), 0755), 0);
+  auto plant = RunAsNobody({"run", "--rw", ws.path() + ":/work", "--", "ln", "-s", target.path(), "/work/sub"});
+  ASSERT_EQ(plant.exit_code, 0) << plant.err;
+  auto r = RunAsNobody({"run", "--rw", ws.path() + ":/work", "--ro", other.path() + ":/work/sub/deeper", "--",
+                        "echo", "RAN"});
+  EXPECT_TRUE(std::filesystem::is_empty(target.path())) << "created through the planted link: " << target.path();
+  EXPECT_EQ(r.exit_code, 125) << r.out << r.err;
+  EXPECT_EQ(r.out.find("RAN"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("/work/sub is a symbolic link"), std::string::npos) << r.err;
 }
 
 }  // namespace
