@@ -252,6 +252,7 @@ Status Runner::Prepare() {
   auto plan = mnt::PlanFromParent(opt_, ids.host_uid, ids.host_gid);
   if (!plan) return plan.status();
   plan_ = std::move(*plan);
+  plan_.CloseDescriptors();  // runsc opens the bind sources itself: the plan gives it paths only
   std::string path;
   process_.argv = opt_.argv;
   process_.env = BuildEnv(opt_, &path);

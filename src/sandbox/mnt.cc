@@ -142,7 +142,10 @@ Status WriteFile(int rootfd, const std::string& inside, const std::string& conte
   return Status::Ok();
 }
 
-// Opens a bind source in the child and checks it is the very object the parent resolved.
+// Opens a bind source (O_PATH, no symlink followed anywhere in the path) and checks it is the very
+// object the path resolved to when the plan was made: the parent for every source, the child for
+// a source the parent could not clone (BindEntry::tree). No O_NOFOLLOW: with O_PATH it would make
+// openat2 return the link itself instead of refusing it.
 Result<UniqueFd> OpenSource(const BindEntry& b) {
   int fd = OpenAt2(AT_FDCWD, b.host, O_PATH, kNoFollow);
   if (fd < 0) {
@@ -159,13 +162,23 @@ Result<UniqueFd> OpenSource(const BindEntry& b) {
   return owned;
 }
 
+uint64_t BindAttrs(const BindEntry& b) {
+  return MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.writable ? 0 : MOUNT_ATTR_RDONLY);
+}
+
+// `sources[i]`: the child's own descriptor of entry i's source, for an entry without a tree.
 Status BindEntries(int rootfd, const std::vector<BindEntry>& entries, const std::vector<UniqueFd>& sources) {
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& b = entries[i];
     auto target = MakeMountPoint(rootfd, b.inside, b.is_dir);
     if (!target) return target.status();
-    uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.writable ? 0 : MOUNT_ATTR_RDONLY);
-    WARDEN_RETURN_IF_ERROR(BindFd(sources[i].get(), target->get(), attrs, b.inside));
+    if (b.tree) {
+      // The parent's clone, flags already set: attached as it is.
+      if (!b.tree->valid()) return Status::Error("the mount of " + b.host + " was closed before the sandbox was built");
+      WARDEN_RETURN_IF_ERROR(Attach(b.tree->get(), target->get(), b.inside));
+    } else {
+      WARDEN_RETURN_IF_ERROR(BindFd(sources[i].get(), target->get(), BindAttrs(b), b.inside));
+    }
   }
   return Status::Ok();
 }
@@ -302,7 +315,61 @@ Result<BindEntry> Resolve(const std::string& given, const std::string& inside, b
   return b;
 }
 
+// Moves `fd` above the standard streams: a warden started with one of them closed would get it as
+// 0, 1 or 2, which a clone replaces with its own stdio (the pool's, the command's).
+int AboveStdio(int fd) {
+  if (fd < 0 || fd > 2) return fd;
+  int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  int err = errno;
+  close(fd);
+  errno = err;
+  return moved;
+}
+
+// Parent side: opens `b`'s source with the parent's own access to its path and clones its mount
+// tree for the child (BindEntry::tree). The clone is made private, so that nothing mounted on or
+// under it in the sandbox propagates to the host's peers of the source's mount (a clone of a
+// shared mount would join its peer group), and gets the bind's flags. Without the privilege to
+// clone mounts (EPERM: an ordinary user) the entry keeps no tree and the child opens the path.
+Status OpenSourceFromParent(BindEntry* b, const std::string& what) {
+  auto src = OpenSource(*b);
+  if (!src) return src.status().Wrap(what);
+  int fd = open_tree(src->get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+  if (fd < 0) {
+    if (errno == EPERM) return Status::Ok();
+    return Status::FromErrno(what + ": clone the mount of " + b->host, errno);
+  }
+  auto tree = std::make_shared<UniqueFd>(AboveStdio(fd));
+  if (!tree->valid()) return Status::FromErrno(what + ": keep the mount of " + b->host, errno);
+  struct mount_attr attr = {};
+  attr.attr_set = BindAttrs(*b);
+  attr.propagation = MS_PRIVATE;
+  if (mount_setattr(tree->get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
+    return Status::FromErrno(what + ": set mount flags for " + b->host, errno);
+  }
+  b->tree = std::move(tree);
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::vector<int> Plan::Descriptors() const {
+  std::vector<int> fds;
+  for (const auto* entries : {&system, &user}) {
+    for (const auto& b : *entries) {
+      if (b.tree && b.tree->valid()) fds.push_back(b.tree->get());
+    }
+  }
+  return fds;
+}
+
+void Plan::CloseDescriptors() const {
+  for (const auto* entries : {&system, &user}) {
+    for (const auto& b : *entries) {
+      if (b.tree) b.tree->reset();
+    }
+  }
+}
 
 Result<Plan> PlanFromParent(const Options& options, uid_t inside_uid, gid_t inside_gid) {
   Plan plan;
@@ -338,6 +405,12 @@ Result<Plan> PlanFromParent(const Options& options, uid_t inside_uid, gid_t insi
   }
   std::stable_sort(plan.user.begin(), plan.user.end(),
                    [](const BindEntry& a, const BindEntry& b) { return a.inside < b.inside; });
+  // Every source is opened here, as whoever runs warden (root reaches through directories the
+  // sandbox user cannot search): inside, only the bound files' own permissions count.
+  for (auto& b : plan.system) WARDEN_RETURN_IF_ERROR(OpenSourceFromParent(&b, "system directory " + b.inside));
+  for (auto& b : plan.user) {
+    WARDEN_RETURN_IF_ERROR(OpenSourceFromParent(&b, std::string(b.writable ? "--rw " : "--ro ") + b.host));
+  }
   std::string uid = std::to_string(inside_uid), gid = std::to_string(inside_gid);
   plan.passwd = "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
                 "sandbox:x:" + uid + ":" + gid + ":sandbox:/tmp:/bin/sh\n"
@@ -349,17 +422,25 @@ Result<Plan> PlanFromParent(const Options& options, uid_t inside_uid, gid_t insi
 }
 
 Status BuildRootFromChild(const Plan& plan, std::vector<std::string>* notes) {
-  // Sources are opened first, while the host's tree is still what this namespace sees.
-  std::vector<UniqueFd> system_src, user_src;
-  for (const auto& b : plan.system) {
-    auto fd = OpenSource(b);
+  // The parent's descriptors are not needed once the trees are attached, nor on a failure.
+  struct CloseOnReturn {
+    const Plan& plan;
+    ~CloseOnReturn() { plan.CloseDescriptors(); }
+  } close_on_return{plan};
+  // Sources the parent could not clone are opened first, while the host's tree is still what this
+  // namespace sees.
+  std::vector<UniqueFd> system_src(plan.system.size()), user_src(plan.user.size());
+  for (size_t i = 0; i < plan.system.size(); ++i) {
+    if (plan.system[i].tree) continue;
+    auto fd = OpenSource(plan.system[i]);
     if (!fd) return fd.status();
-    system_src.push_back(std::move(*fd));
+    system_src[i] = std::move(*fd);
   }
-  for (const auto& b : plan.user) {
-    auto fd = OpenSource(b);
+  for (size_t i = 0; i < plan.user.size(); ++i) {
+    if (plan.user[i].tree) continue;
+    auto fd = OpenSource(plan.user[i]);
     if (!fd) return fd.status();
-    user_src.push_back(std::move(*fd));
+    user_src[i] = std::move(*fd);
   }
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return Status::FromErrno("make mounts private", errno);

@@ -351,13 +351,16 @@ Status Server::CloneSandbox(uint64_t id, bool cgroup, nlohmann::json* reply, std
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = 0;  // with CLONE_PARENT the kernel uses the forker's own (SIGCHLD)
   long pid = syscall(SYS_clone3, &args, sizeof(args));
-  if (pid < 0)
-    return Status::FromErrno("clone the sandbox (user namespaces disabled or exhausted?)", errno);
+  const int clone_errno = errno;
   if (pid == 0) {
-    // The clone holds every descriptor of the forker: init keeps only its sync socket, with
-    // /dev/null as stdio.
+    // The clone holds every descriptor of the forker: init keeps only its sync socket and its
+    // plan's bind sources, with /dev/null as stdio.
     contain::RunInitFromChild(spec);
   }
+  // The forker keeps no descriptor of a sandbox's binds: the clone has its own.
+  spec.plan.CloseDescriptors();
+  if (pid < 0)
+    return Status::FromErrno("clone the sandbox (user namespaces disabled or exhausted?)", clone_errno);
   fds->emplace_back(pidfd);
   fds->push_back(std::move(server_sync));
   *reply = {{"pid", pid}, {"writable_inside", spec.writable_inside}};

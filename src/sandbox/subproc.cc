@@ -231,8 +231,12 @@ Status Supervisor::Launch(contain::ChildSpec& spec) {
   args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
   args.exit_signal = SIGCHLD;
   long pid = syscall(SYS_clone3, &args, sizeof(args));
+  const int clone_errno = errno;
+  // The child has its own copies of the plan's descriptors (the bind sources' mount trees), which
+  // it closes once its root is built; warden keeps none of them.
+  if (pid != 0) spec.plan.CloseDescriptors();
   if (pid < 0) {
-    int err = errno;
+    int err = clone_errno;
     if (err == EPERM || err == ENOSPC || err == EUSERS) {
       return Status::Error(std::string("create namespaces: ") + strerror(err) +
                            ": user namespaces are disabled or exhausted here (check sysctl user.max_user_namespaces and kernel.unprivileged_userns_clone, "

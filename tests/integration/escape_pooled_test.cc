@@ -17,7 +17,9 @@ constexpr const char* kPerTestBinds =
     "-EscapePooled.ReadRootOnlyHostFileThroughBind:EscapePooled.SymlinkAndDotDotEscapesFromRwBind:"
     "EscapePooled.ProtectedPathsInWorkspaceStayReadOnly:"
     "EscapePooled.ReservedPathsCannotBeReplacedBySpellingThemDifferently:"
-    "EscapePooled.PlantedSymlinkRedirectsNestedMountPointOntoHost";
+    "EscapePooled.PlantedSymlinkRedirectsNestedMountPointOntoHost:"
+    "EscapePooled.ReadRootOnlyFileBeneathPrivateDirectoryThroughBind:"
+    "EscapePooled.SandboxMountPropagatesToHostThroughSharedBindSource";
 
 class PoolEnvironment : public ::testing::Environment {
  public:

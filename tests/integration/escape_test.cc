@@ -4,10 +4,12 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -210,6 +212,62 @@ TEST(Escape, PlantedSymlinkRedirectsNestedMountPointOntoHost) {
   EXPECT_EQ(r.exit_code, 125) << r.out << r.err;
   EXPECT_EQ(r.out.find("RAN"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("/work/sub is a symbolic link"), std::string::npos) << r.err;
+}
+
+// Bind sources beneath a directory the sandbox's user cannot search (a 0700 root-owned directory,
+// as /root is, holding a checkout): warden opens them before the clone, so they are bound; inside,
+// only the files' own permissions count, and a root-only file (0600) stays unreadable.
+TEST(Escape, ReadRootOnlyFileBeneathPrivateDirectoryThroughBind) {
+  if (!IsRoot()) GTEST_SKIP() << "needs root to create root-only files";
+  TempDir priv;
+  ASSERT_EQ(chmod(priv.path().c_str(), 0700), 0);
+  priv.Write("data/public.txt", "PUBLIC", 0644);
+  priv.Write("data/secret.txt", "TOPSECRET", 0600);
+  priv.Write("public-file.txt", "FILE", 0644);
+  priv.Write("secret-file.txt", "TOPSECRET", 0600);
+  ASSERT_EQ(chmod((priv.path() + "/data").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((priv.path() + "/out").c_str(), 0755), 0);
+  ASSERT_EQ(chown((priv.path() + "/out").c_str(), 65534, 65534), 0);
+  auto r = RunSh("cat /data/public.txt /public-file.txt; echo; cat /data/secret.txt; cat /secret-file.txt; "
+                 "echo written > /out/w && echo WROTE",
+                 {"--ro", priv.path() + "/data:/data", "--ro", priv.path() + "/public-file.txt:/public-file.txt",
+                  "--ro", priv.path() + "/secret-file.txt:/secret-file.txt", "--rw", priv.path() + "/out:/out"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "PUBLICFILE\nWROTE\n") << r.err;
+  EXPECT_EQ(r.out.find("TOPSECRET"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("/data/secret.txt: Permission denied"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/secret-file.txt: Permission denied"), std::string::npos) << r.err;
+  EXPECT_EQ(access((priv.path() + "/out/w").c_str(), F_OK), 0);
+}
+
+// A bind source on a shared mount (systemd makes / shared): warden's copy of it must leave the
+// host mount's peer group, or what the sandbox mounts on it (a nested bind, the protected paths)
+// would propagate to the host and stay there.
+TEST(Escape, SandboxMountPropagatesToHostThroughSharedBindSource) {
+  if (!IsRoot()) GTEST_SKIP() << "needs root to make a shared mount";
+  TempDir base, other;
+  chmod(base.path().c_str(), 0755);
+  chmod(other.path().c_str(), 0755);
+  const std::string shared = base.path() + "/shared";
+  ASSERT_EQ(mkdir(shared.c_str(), 0755), 0);
+  ASSERT_EQ(mount("none", shared.c_str(), "tmpfs", 0, "mode=0777"), 0) << strerror(errno);
+  struct Unmount {
+    std::string path;
+    ~Unmount() {
+      umount2((path + "/sub").c_str(), MNT_DETACH);
+      umount2(path.c_str(), MNT_DETACH);
+    }
+  } unmount{shared};
+  ASSERT_EQ(mount(nullptr, shared.c_str(), nullptr, MS_SHARED, nullptr), 0) << strerror(errno);
+  ASSERT_EQ(mkdir((shared + "/sub").c_str(), 0777), 0);
+  auto r = RunSh("ls /work/sub; echo RAN", {"--rw", shared + ":/work", "--ro", other.path() + ":/work/sub"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "RAN\n") << r.err;
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mounts, line)) {
+    EXPECT_EQ(line.find(" " + shared + "/sub "), std::string::npos) << "the sandbox's mount reached the host: " << line;
+  }
 }
 
 TEST(Escape, ProtectedPathsInWorkspaceStayReadOnly) {

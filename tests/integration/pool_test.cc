@@ -3,9 +3,11 @@
 // pool survives exhaustion, crashes of waiting sandboxes and idle expiry.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <fstream>
-#include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <fstream>
 
 #include <algorithm>
 #include <filesystem>
@@ -295,6 +297,41 @@ TEST(PoolLimits, MemoryAndPidsReasonsAndCgroupsRemoved) {
   auto dirs = WardenCgroupDirs();
   for (const auto& d : dirs)
     EXPECT_EQ(d.find("warden-" + std::to_string(pool.pid()) + "-"), std::string::npos) << d;
+}
+
+// escape_test.cc's ReadRootOnlyFileBeneathPrivateDirectoryThroughBind for a pool's bind: the
+// server opens the source (beneath a 0700 root-owned directory) for each sandbox it builds, a
+// root-only file in it stays unreadable, and neither the server nor a waiting sandbox keeps a
+// descriptor of the source once the sandbox is built.
+TEST(PoolBinds, ReadRootOnlyFileBeneathPrivateDirectoryThroughPooledBind) {
+  if (!IsRoot()) GTEST_SKIP() << "pool tests run as root";
+  TempDir priv;
+  ASSERT_EQ(chmod(priv.path().c_str(), 0700), 0);
+  priv.Write("data/public.txt", "PUBLIC", 0644);
+  priv.Write("data/secret.txt", "TOPSECRET", 0600);
+  const std::string data = priv.path() + "/data";
+  ASSERT_EQ(chmod(data.c_str(), 0755), 0);
+  PoolProcess pool({"--size", "2", "--ro", data + ":/data"});
+  ASSERT_TRUE(pool.WaitReady()) << pool.Log();
+  auto r = RunPooledSh(pool, "cat /data/public.txt; echo; cat /data/secret.txt");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.out, "PUBLIC\n") << r.err;
+  EXPECT_NE(r.err.find("/data/secret.txt: Permission denied"), std::string::npos) << r.err;
+  ASSERT_TRUE(pool.WaitReady()) << pool.Log();
+  struct stat src;
+  ASSERT_EQ(stat(data.c_str(), &src), 0);
+  std::vector<int> pids = {pool.pid()};
+  const nlohmann::json status = pool.Status();
+  for (const auto& sb : status["sandboxes"]) pids.push_back(sb["pid"].get<int>());
+  ASSERT_GE(pids.size(), 3u) << status.dump();
+  for (int pid : pids) {
+    for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+      struct stat st;
+      if (stat(e.path().c_str(), &st) != 0) continue;
+      EXPECT_FALSE(st.st_dev == src.st_dev && st.st_ino == src.st_ino)
+          << "pid " << pid << " (server " << pool.pid() << ") holds " << e.path() << " on the bind source";
+    }
+  }
 }
 
 TEST(PoolIdle, SandboxesOlderThanTheIdleTimeoutAreReplaced) {
