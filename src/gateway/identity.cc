@@ -2,6 +2,7 @@
 // Security rationale is next to each check; docs/identity.md is the reference.
 #include "gateway/identity.h"
 
+#include <fcntl.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/ec.h>
@@ -13,7 +14,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "audit/sha256.h"
+#include "common/read_file.h"
+#include "common/unique_fd.h"
 
 namespace warden::gateway {
 
@@ -259,12 +261,13 @@ Result<std::optional<Jwk>> ParseJwk(const json& jwk, const std::string& what) {
 
 Result<std::vector<Jwk>> LoadJwks(const std::string& path) {
   const std::string where = "identity.jwt.jwks_file " + path;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::FromErrno(where + ": cannot open", errno);
-  std::string text(kMaxJwksBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) return Status::FromErrno(where + ": cannot read", errno);
-  text.resize(static_cast<size_t>(in.gcount()));
+  // open/read, not a stream: this runs on reload, on a gateway thread, and a failed read must be
+  // an error, not an exception (common/read_file.h).
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno(where + ": cannot open", errno);
+  auto content = ReadFdUpTo(fd.get(), kMaxJwksBytes + 1, path);
+  if (!content) return Status::FromErrno(where + ": cannot read", content.status().err());
+  std::string text = std::move(*content);
   if (text.size() > kMaxJwksBytes) return Status::Error(where + ": larger than 1 MiB");
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return Status::Error(where + ": not valid JSON");

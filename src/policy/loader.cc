@@ -3,11 +3,11 @@
 // name them) so that every reference is checked where it is written.
 #include "policy/loader.h"
 
-#include <fstream>
 #include <optional>
 #include <set>
 #include <sstream>
 
+#include "common/read_file.h"
 #include "policy/policy.h"
 #include "policy/rule_index.h"
 #include "sandbox/profile.h"
@@ -621,12 +621,14 @@ Result<Policy> LoadPolicyText(const std::string& yaml, const std::string& origin
 }
 
 Result<Policy> LoadPolicyFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::FromErrno("cannot read policy file " + path, errno);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return Status::FromErrno("cannot read policy file " + path, errno);
-  return LoadPolicyText(buffer.str(), path);
+  // open/read: the gateway reloads on its watcher thread, where a stream's exception would end
+  // the process (common/read_file.h). A policy file is small; 16 MiB is far past any real one.
+  constexpr size_t kMaxPolicyBytes = 16u << 20;
+  auto text = ReadFileUpTo(path, kMaxPolicyBytes + 1);
+  if (!text) return Status::FromErrno("cannot read policy file " + path, text.status().err());
+  if (text->size() > kMaxPolicyBytes)
+    return Status::Error("policy file " + path + " is larger than 16 MiB");
+  return LoadPolicyText(*text, path);
 }
 
 }  // namespace warden::policy

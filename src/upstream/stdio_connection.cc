@@ -14,16 +14,15 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "common/unique_fd.h"
 #include "sandbox/launcher.h"
 #include "upstream/connection.h"
+#include "upstream/process_tree.h"
 #include "upstream/stderr_tail.h"
 
 namespace warden::upstream {
@@ -57,42 +56,6 @@ bool WaitExited(int pidfd, int ms) {
     if (rc == 0) return false;
     if (errno != EINTR) return false;
   }
-}
-
-// Every process below `root` (children, grandchildren, ...) pinned by a pidfd, so that after the
-// kill we can wait for each to be gone without confusing it with a recycled pid.
-std::vector<UniqueFd> PinDescendants(pid_t root) {
-  std::multimap<pid_t, pid_t> children;  // parent -> child
-  if (DIR* proc = opendir("/proc")) {
-    while (struct dirent* e = readdir(proc)) {
-      char* end = nullptr;
-      const long pid = std::strtol(e->d_name, &end, 10);
-      if (pid <= 0 || *end != '\0') continue;
-      std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
-      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-      const size_t paren = text.rfind(')');  // the command name may contain spaces and ')'
-      if (paren == std::string::npos) continue;
-      std::istringstream rest(text.substr(paren + 1));
-      std::string state;
-      long ppid = 0;
-      rest >> state >> ppid;
-      children.emplace(static_cast<pid_t>(ppid), static_cast<pid_t>(pid));
-    }
-    closedir(proc);
-  }
-  std::vector<UniqueFd> pinned;
-  std::vector<pid_t> todo = {root};
-  while (!todo.empty()) {
-    const pid_t parent = todo.back();
-    todo.pop_back();
-    auto [first, last] = children.equal_range(parent);
-    for (auto it = first; it != last; ++it) {
-      todo.push_back(it->second);
-      UniqueFd fd(PidfdOpen(it->second));
-      if (fd.valid()) pinned.push_back(std::move(fd));
-    }
-  }
-  return pinned;
 }
 
 std::string DescribeStatus(int wstatus) {
