@@ -6,6 +6,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "common/guard.h"
 #include "gateway/default_policy.h"
 #include "gateway/session.h"
 #include "policy/policy.h"
@@ -241,7 +242,10 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, gatew
     });
   });
   if (!flags.config.empty())
-    g->watcher_ = std::thread([raw = g.get(), config_stamp] { raw->Watch(config_stamp); });
+    g->watcher_ = std::thread([raw = g.get(), config_stamp] {
+      RunGuarded("policy watcher", "the policy is no longer reloaded",
+                 [&] { raw->Watch(config_stamp); });
+    });
   return g;
 }
 

@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <filesystem>
 
+#include "common/guard.h"
 #include "gateway/session.h"
 #include "sandbox/profile.h"
 
@@ -35,7 +36,13 @@ GatewayCore::~GatewayCore() {
   pool_.join();
 }
 
-void GatewayCore::Post(std::function<void()> work) { boost::asio::post(pool_, std::move(work)); }
+void GatewayCore::Post(std::function<void()> work) {
+  // An exception must not leave a worker: asio would rethrow it out of the pool's thread and
+  // end the process. The job is lost (logged); its session's other calls go on.
+  boost::asio::post(pool_, [work = std::move(work)] {
+    RunGuarded("gateway worker", "the job was dropped", work);
+  });
+}
 
 void GatewayCore::AuditRefusal(const Caller& caller, const std::string& session,
                                const std::string& what, const std::string& reason) {

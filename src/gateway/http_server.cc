@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/guard.h"
 #include "gateway/http_connection.h"
 #include "gateway/http_sessions.h"
 
@@ -119,12 +120,19 @@ Status HttpServer::Start() {
   s.closer = std::make_unique<net::thread_pool>(2);
   net::thread_pool* closer = s.closer.get();
   s.shared->run_blocking = [closer](std::function<void()> job) {
-    net::post(*closer, std::move(job));
+    net::post(*closer, [job = std::move(job)] {
+      RunGuarded("HTTP closer", "the session close was abandoned", job);
+    });
   };
   s.Accept();
   s.ArmSweeper();
   for (int i = 0; i < options.threads; ++i) {
-    s.threads.emplace_back([&s] { s.ioc.run(); });
+    // A handler that throws ends run(); the thread logs it and runs the loop again, so one bad
+    // request cannot stop the listener (or, uncaught, the process).
+    s.threads.emplace_back([&s] {
+      while (!RunGuarded("HTTP I/O thread", "the handler was abandoned", [&s] { s.ioc.run(); })) {
+      }
+    });
   }
   s.started = true;
   return Status::Ok();

@@ -1,5 +1,7 @@
 #include "gateway/kill_switches.h"
 
+#include "common/guard.h"
+
 namespace warden::gateway {
 
 using state::KillKey;
@@ -21,7 +23,10 @@ Result<std::unique_ptr<KillSwitches>> KillSwitches::Open(const state::DatabaseOp
   WARDEN_RETURN_IF_ERROR(switches->Refresh().Wrap(options.path));
   int64_t first_version = *version;
   switches->refresher_ =
-      std::thread([s = switches.get(), first_version] { s->RunRefresher(first_version); });
+      std::thread([s = switches.get(), first_version] {
+        RunGuarded("kill switch refresher", "switches pulled elsewhere are no longer seen",
+                   [&] { s->RunRefresher(first_version); });
+      });
   return switches;
 }
 

@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "common/guard.h"
 #include "mcp/protocol_version.h"
 #include "sandbox/options.h"
 #include "upstream/connection.h"
@@ -73,7 +74,8 @@ class ClientImpl final : public Client {
  public:
   ClientImpl(Spec spec, Events events, ClientOptions options)
       : spec_(std::move(spec)), events_(std::move(events)), options_(std::move(options)) {
-    timer_ = std::thread([this] { TimerLoop(); });
+    timer_ = std::thread(
+        [this] { RunGuarded("upstream timer", "request timeouts stop", [this] { TimerLoop(); }); });
   }
   ~ClientImpl() override { Stop(); }
 
@@ -157,7 +159,9 @@ void ClientImpl::Start() {
   std::lock_guard<std::mutex> lock(mu_);
   if (started_ || stopping_) return;
   started_ = true;
-  supervisor_ = std::thread([this] { Supervise(); });
+  supervisor_ = std::thread([this] {
+    RunGuarded("upstream supervisor", "the upstream is not restarted", [this] { Supervise(); });
+  });
 }
 
 bool ClientImpl::WaitReady(milliseconds timeout) {

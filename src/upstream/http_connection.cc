@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/guard.h"
 #include "upstream/connection.h"
 #include "upstream/http_url.h"
 #include "upstream/sse.h"
@@ -176,7 +177,13 @@ Status HttpConnection::Open(Clock::time_point /*deadline: resolving is the only 
     if (ec) return Status::Error("cannot set up TLS: " + ec.message());
   }
   work_.emplace(ioc_.get_executor());
-  for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { ioc_.run(); });
+  for (int i = 0; i < 2; ++i) {
+    threads_.emplace_back([this] {
+      while (!RunGuarded("upstream HTTP I/O thread", "the handler was abandoned",
+                         [this] { ioc_.run(); })) {
+      }
+    });
+  }
   return Status::Ok();
 }
 

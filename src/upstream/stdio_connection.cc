@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/guard.h"
 #include "common/unique_fd.h"
 #include "sandbox/launcher.h"
 #include "upstream/connection.h"
@@ -167,7 +168,9 @@ Status StdioConnection::Open(Clock::time_point /*deadline: spawning does not wai
   to_server_ = std::move(in_ours);
   from_server_ = std::move(out_ours);
   errors_ = std::move(err_ours);
-  reader_ = std::thread([this] { ReadLoop(); });
+  reader_ = std::thread([this] {
+    RunGuarded("upstream stdio reader", "the connection stops reading", [this] { ReadLoop(); });
+  });
   return Status::Ok();
 }
 
