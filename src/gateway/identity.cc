@@ -1,4 +1,4 @@
-// API keys, JWTs (compact JWS: RS256, ES256, EdDSA over Ed25519, HS256) and task scopes.
+// API keys, JWTs (compact JWS: RS256, ES256, EdDSA over Ed25519, HS256/384/512) and task scopes.
 // Security rationale is next to each check; docs/identity.md is the reference.
 #include "gateway/identity.h"
 
@@ -60,7 +60,7 @@ constexpr size_t kMaxJwksBytes = 1024 * 1024;
 // Clock skew tolerated between the token's issuer and this host, for exp, nbf and iat.
 constexpr double kLeewaySeconds = 60;
 constexpr int kMinRsaBits = 2048;
-constexpr size_t kMinHmacKeyBytes = 32;  // RFC 7518 3.2: at least the hash's size
+constexpr size_t kMinHmacKeyBytes = 32;  // RFC 7518 3.2: at least the hash's size (HS256)
 
 // Text from a request or a file, fit for an error message: at most 64 characters, control and
 // non-ASCII bytes shown as '?'. Never used on keys or tokens.
@@ -205,12 +205,29 @@ Status OkpKey(const json& jwk, const std::string& what, Jwk* out) {
   return Status::Ok();
 }
 
+// The digest of an HMAC algorithm (HS256, HS384, HS512), or null for any other alg.
+const EVP_MD* HmacDigest(std::string_view alg) {
+  if (alg == "HS256") return EVP_sha256();
+  if (alg == "HS384") return EVP_sha384();
+  if (alg == "HS512") return EVP_sha512();
+  return nullptr;
+}
+
+// RFC 7518 3.2: an HMAC key must be at least as long as the hash output.
+size_t MinHmacKeyBytes(const EVP_MD* md) { return static_cast<size_t>(EVP_MD_get_size(md)); }
+
 Status OctKey(const json& jwk, const std::string& what, Jwk* out) {
   auto k = JwkBytes(jwk, "k", what);
   if (!k) return k.status();
+  // Refused at load, naming the key: a short secret can be brute-forced offline from any one
+  // token, so the file is wrong, not a token.
   if (k->size() < kMinHmacKeyBytes) {
     return Status::Error(what + ": oct key of " + std::to_string(k->size()) +
                          " bytes; HS256 needs at least 32");
+  }
+  if (const EVP_MD* md = HmacDigest(out->alg); md != nullptr && k->size() < MinHmacKeyBytes(md)) {
+    return Status::Error(what + ": oct key of " + std::to_string(k->size()) + " bytes; " +
+                         out->alg + " needs at least " + std::to_string(MinHmacKeyBytes(md)));
   }
   out->secret = std::move(*k);
   return Status::Ok();
@@ -243,15 +260,16 @@ Result<std::optional<Jwk>> ParseJwk(const json& jwk, const std::string& what) {
   }
   Jwk key{JwkString(jwk, "kid"), JwkString(jwk, "kty"), JwkString(jwk, "alg"), nullptr, ""};
   const std::string crv = JwkString(jwk, "crv");
+  const std::string named = key.kid.empty() ? what : what + " (kid '" + Printable(key.kid) + "')";
   Status status;
   if (key.kty == "RSA") {
-    status = RsaKey(jwk, what, &key);
+    status = RsaKey(jwk, named, &key);
   } else if (key.kty == "EC" && crv == "P-256") {
-    status = EcKey(jwk, what, &key);
+    status = EcKey(jwk, named, &key);
   } else if (key.kty == "OKP" && crv == "Ed25519") {
-    status = OkpKey(jwk, what, &key);
+    status = OkpKey(jwk, named, &key);
   } else if (key.kty == "oct") {
-    status = OctKey(jwk, what, &key);
+    status = OctKey(jwk, named, &key);
   } else {
     return std::optional<Jwk>();
   }
@@ -302,13 +320,20 @@ const char* KeyTypeFor(std::string_view alg) {
   if (alg == "RS256") return "RSA";
   if (alg == "ES256") return "EC";
   if (alg == "EdDSA") return "OKP";
-  if (alg == "HS256") return "oct";
+  if (HmacDigest(alg) != nullptr) return "oct";
   return nullptr;
 }
 
+// Whether `key` may verify a token of `alg`: the key type the alg needs, the key's own alg when
+// it names one, and for HMAC a secret at least as long as the hash (an HS512 token is not checked
+// with a 32-byte secret). An asymmetric key has no secret, so it can never be an HMAC key.
 bool KeyFitsAlg(const Jwk& key, std::string_view alg) {
   const char* kty = KeyTypeFor(alg);
-  return kty != nullptr && key.kty == kty && (key.alg.empty() || key.alg == alg);
+  if (kty == nullptr || key.kty != kty || !(key.alg.empty() || key.alg == alg)) return false;
+  if (const EVP_MD* md = HmacDigest(alg)) {
+    return key.key == nullptr && key.secret.size() >= MinHmacKeyBytes(md);
+  }
+  return key.key != nullptr;
 }
 
 // JWS ES256 signatures are r || s (32 bytes each); OpenSSL verifies DER.
@@ -332,10 +357,13 @@ std::optional<std::string> Es256ToDer(std::string_view raw) {
 
 bool VerifyWithKey(const Jwk& key, std::string_view alg, std::string_view signed_part,
                    std::string_view signature) {
-  if (alg == "HS256") {
+  // Checked again here, whatever chose the key: an HMAC is computed only with an oct key's
+  // secret of adequate length, never with an asymmetric key's (empty) secret.
+  if (!KeyFitsAlg(key, alg)) return false;
+  if (const EVP_MD* hmac_md = HmacDigest(alg)) {
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned int mac_size = 0;
-    if (HMAC(EVP_sha256(), key.secret.data(), static_cast<int>(key.secret.size()),
+    if (HMAC(hmac_md, key.secret.data(), static_cast<int>(key.secret.size()),
              Bytes(signed_part), signed_part.size(), mac, &mac_size) == nullptr) {
       return false;
     }
@@ -411,6 +439,26 @@ Status CheckTimes(const json& claims, std::chrono::system_clock::time_point now)
   if (iat->has_value() && **iat > now_s + kLeewaySeconds) {
     return Status::Error("JWT issued in the future: iat " + Seconds(**iat) + " is after now (" +
                          Seconds(now_s) + ") by more than 60 s");
+  }
+  return Status::Ok();
+}
+
+// RFC 7519 4.1.3: when the policy names warden's audience, the token's `aud` (a string, or an
+// array of strings) must hold it, so that a token the same issuer signed for another service is
+// not accepted here. Without an `audience` setting, `aud` is not checked.
+Status CheckAudience(const json& claims, const std::string& audience) {
+  if (audience.empty()) return Status::Ok();
+  auto aud = claims.find("aud");
+  if (aud == claims.end()) {
+    return Status::Error("JWT refused: no 'aud' claim (identity.jwt.audience is '" +
+                         Printable(audience) + "')");
+  }
+  bool found = aud->is_string() && *aud == audience;
+  if (aud->is_array()) {
+    for (const json& entry : *aud) found = found || (entry.is_string() && entry == audience);
+  }
+  if (!found) {
+    return Status::Error("JWT refused: wrong audience (expected '" + Printable(audience) + "')");
   }
   return Status::Ok();
 }
@@ -518,18 +566,28 @@ Result<std::vector<const Jwk*>> CandidateKeys(const Authenticator::State& state,
   if (kid != header.end()) {
     if (!kid->is_string()) return Status::Error("malformed JWT: 'kid' is not a string");
     const std::string& wanted = kid->get_ref<const std::string&>();
+    // An empty kid names no key; matched against keys that have none, it would pick every
+    // kid-less key at once, whatever their types.
+    if (wanted.empty()) return Status::Error("malformed JWT: 'kid' is empty");
+    const Jwk* named = nullptr;
     for (const Jwk& key : state.jwks) {
-      if (key.kid == wanted) candidates.push_back(&key);
+      if (key.kid != wanted) continue;
+      named = &key;
+      // Every key the kid names is checked against the alg, not only the first.
+      if (KeyFitsAlg(key, alg)) candidates.push_back(&key);
     }
-    if (candidates.empty()) {
+    if (named == nullptr) {
       return Status::Error("JWT signed with unknown kid '" + Printable(wanted) + "' (not in " +
                            state.jwt->jwks_file + ")");
     }
-    if (!KeyFitsAlg(*candidates.front(), alg)) {
-      return Status::Error(
-          "JWT alg " + alg + " does not fit key '" + Printable(wanted) + "' (kty " +
-          candidates.front()->kty +
-          (candidates.front()->alg.empty() ? "" : ", alg " + candidates.front()->alg) + ")");
+    if (candidates.empty()) {
+      return Status::Error("JWT alg " + alg + " does not fit key '" + Printable(wanted) +
+                           "' (kty " + named->kty +
+                           (named->alg.empty() ? "" : ", alg " + named->alg) +
+                           (named->kty == "oct" ? ", " + std::to_string(named->secret.size()) +
+                                                      " bytes"
+                                                : "") +
+                           ")");
     }
     return candidates;
   }
@@ -569,7 +627,7 @@ Result<Caller> JwtCaller(const Authenticator::State& state, std::string_view tok
     return Status::Error("JWT refused: alg 'none' (unsigned) is not accepted");
   if (KeyTypeFor(alg) == nullptr) {
     return Status::Error("JWT refused: unsupported alg '" + Printable(alg) +
-                         "' (accepted: RS256, ES256, EdDSA, HS256)");
+                         "' (accepted: RS256, ES256, EdDSA, HS256, HS384, HS512)");
   }
   // RFC 7515 4.1.11: extensions we do not understand must make the token invalid.
   if (header->contains("crit")) {
@@ -594,6 +652,7 @@ Result<Caller> JwtCaller(const Authenticator::State& state, std::string_view tok
   if (iss == claims->end() || !iss->is_string() || *iss != state.jwt->issuer) {
     return Status::Error("JWT refused: wrong issuer (expected '" + state.jwt->issuer + "')");
   }
+  WARDEN_RETURN_IF_ERROR(CheckAudience(*claims, state.jwt->audience));
   auto tenant = StringClaim(*claims, state.jwt->tenant_claim, "identity.jwt.claims.tenant");
   if (!tenant) return tenant.status();
   auto user = StringClaim(*claims, state.jwt->user_claim, "identity.jwt.claims.user");

@@ -442,7 +442,7 @@ Status Loader::AgentEntry(const std::string& tenant, const std::string& name,
 Status Loader::Jwt(const YAML::Node& node) {
   JwtConfig jwt;
   WARDEN_RETURN_IF_ERROR(r_.Fields(
-      node, "identity.jwt", {"issuer", "jwks_file", "claims"},
+      node, "identity.jwt", {"issuer", "jwks_file", "audience", "claims"},
       [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
         const std::string path = "identity.jwt." + key;
         if (key == "claims") {
@@ -461,6 +461,8 @@ Status Loader::Jwt(const YAML::Node& node) {
         if (!s) return s.status();
         if (key == "issuer") {
           jwt.issuer = *s;
+        } else if (key == "audience") {
+          jwt.audience = *s;
         } else {
           jwt.jwks_file = *s;
         }

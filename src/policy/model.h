@@ -61,6 +61,7 @@ struct Tenant {
 struct JwtConfig {
   std::string issuer;     // expected `iss`
   std::string jwks_file;  // the signing keys, as given (relative to the working directory)
+  std::string audience;   // when set, `aud` must hold it; empty: `aud` is not checked
   std::string tenant_claim = "tenant";
   std::string user_claim = "sub";
   std::string agent_claim = "azp";

@@ -53,7 +53,7 @@ std::string ReadFile(const std::filesystem::path& path) {
   return text.str();
 }
 
-std::string PolicyYaml(const std::string& jwks_file) {
+std::string PolicyYaml(const std::string& jwks_file, const std::string& audience = "") {
   std::string yaml = std::string(
                          "version: 1\n"
                          "identity:\n"
@@ -73,6 +73,7 @@ std::string PolicyYaml(const std::string& jwks_file) {
   if (!jwks_file.empty()) {
     yaml += std::string("  jwt:\n    issuer: ") + kIssuer + "\n    jwks_file: \"" + jwks_file +
             "\"\n    claims: { tenant: org, user: sub, agent: azp }\n";
+    if (!audience.empty()) yaml += "    audience: " + audience + "\n";
   }
   yaml +=
       "scopes:\n"
@@ -390,7 +391,7 @@ TEST(JwtTest, AlgNoneIsRefused) {
 
 TEST(JwtTest, UnsupportedAlgorithmsAndCriticalExtensionsAreRefused) {
   const Authenticator auth = MakeAuthenticator();
-  for (const std::string alg : {"RS512", "PS256", "ES384", "HS512"}) {
+  for (const std::string alg : {"RS512", "PS256", "ES384", "HS1", "hs256"}) {
     EXPECT_NE(Refusal(auth, Bearer(Token(json{{"alg", alg}}, GoodClaims(), "RS256")))
                   .find("unsupported alg '" + alg + "'"),
               std::string::npos);
@@ -437,6 +438,135 @@ TEST(JwtTest, AlgorithmConfusionRsaPublicKeyAsHmacSecretIsRefused) {
                 .find("verifies alg HS256"),
             std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+// A JWKS file holding `keys`, in a directory removed with the object.
+class TempJwks {
+ public:
+  explicit TempJwks(const json& keys) {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("identity_tmp_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "jwks.json") << json{{"keys", keys}}.dump();
+  }
+  ~TempJwks() { std::filesystem::remove_all(dir_); }
+  std::string path() const { return (dir_ / "jwks.json").string(); }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+// A token with `header` whose HMAC is computed with `secret` under `md`.
+std::string HmacToken(const json& header, const json& claims, std::string_view secret,
+                      const EVP_MD* md = EVP_sha256()) {
+  const std::string input = B64Url(header.dump()) + "." + B64Url(claims.dump());
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  HMAC(md, secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac, &size);
+  return input + "." + B64Url(std::string(reinterpret_cast<char*>(mac), size));
+}
+
+// Issue 10 item 7: a JWKS with a kid-less oct key and then a kid-less RSA key. `"kid": ""` named
+// both; only the first (oct) was checked against HS256, and the RSA key's empty secret then
+// "verified" an HMAC made with an empty key: anyone could be anyone.
+TEST(JwtTest, ForgedHs256WithEmptyKidAndEmptyKeyAgainstKidlessOctAndRsaKeysIsRefused) {
+  const json fixture = json::parse(ReadFile(kFixtures / "jwks.json"));
+  json rsa = fixture["keys"][0];
+  rsa.erase("kid");
+  rsa.erase("alg");
+  const TempJwks jwks(json::array(
+      {{{"kty", "oct"}, {"k", B64Url(std::string(32, 'k'))}}, rsa}));
+  const Authenticator auth = MakeAuthenticator(jwks.path());
+  for (const json& header : {json{{"alg", "HS256"}, {"kid", ""}}, json{{"alg", "HS256"}}}) {
+    const std::string forged = HmacToken(header, GoodClaims(), "");
+    const std::string message = Refusal(auth, Bearer(forged));
+    EXPECT_FALSE(message.empty()) << header.dump();
+  }
+  // The oct key itself still works, by algorithm (no kid).
+  EXPECT_TRUE(
+      auth.Authenticate(Bearer(HmacToken(json{{"alg", "HS256"}}, GoodClaims(), std::string(32, 'k'))),
+                        kNow)
+          .ok());
+}
+
+TEST(JwtTest, EmptyKidIsRefusedEvenWhenTheSignatureIsGood) {
+  const TempJwks jwks(json::array({{{"kty", "oct"}, {"k", B64Url(std::string(32, 'k'))}}}));
+  const Authenticator auth = MakeAuthenticator(jwks.path());
+  const std::string token =
+      HmacToken(json{{"alg", "HS256"}, {"kid", ""}}, GoodClaims(), std::string(32, 'k'));
+  EXPECT_NE(Refusal(auth, Bearer(token)).find("'kid' is empty"), std::string::npos);
+}
+
+// HS256 against an RSA key, named by kid or not: never an HMAC with the RSA key's (empty) secret
+// or its public bytes.
+TEST(JwtTest, Hs256TokenAgainstAnRsaKeyWithAnEmptySecretIsRefused) {
+  const json fixture = json::parse(ReadFile(kFixtures / "jwks.json"));
+  json kidless = fixture["keys"][0];
+  kidless.erase("kid");
+  kidless.erase("alg");
+  const TempJwks jwks(json::array({fixture["keys"][0], kidless}));
+  const Authenticator auth = MakeAuthenticator(jwks.path());
+  EXPECT_NE(Refusal(auth, Bearer(HmacToken(json{{"alg", "HS256"}, {"kid", "rsa-1"}}, GoodClaims(),
+                                           "")))
+                .find("does not fit key 'rsa-1'"),
+            std::string::npos);
+  EXPECT_NE(Refusal(auth, Bearer(HmacToken(json{{"alg", "HS256"}}, GoodClaims(), "")))
+                .find("verifies alg HS256"),
+            std::string::npos);
+  EXPECT_FALSE(
+      Refusal(auth, Bearer(HmacToken(json{{"alg", "HS256"}, {"kid", ""}}, GoodClaims(), "")))
+          .empty());
+}
+
+// RFC 7518 3.2: the HMAC key is at least as long as the hash. A 32-byte secret verifies HS256
+// but not HS512; a 64-byte one verifies all three.
+TEST(JwtTest, HmacKeyShorterThanTheHashIsNotUsedForHs384OrHs512) {
+  const std::string short_secret(32, 's'), long_secret(64, 'l');
+  const TempJwks jwks(json::array({{{"kty", "oct"}, {"kid", "short"}, {"k", B64Url(short_secret)}},
+                                   {{"kty", "oct"}, {"kid", "long"}, {"k", B64Url(long_secret)}}}));
+  const Authenticator auth = MakeAuthenticator(jwks.path());
+  const json claims = GoodClaims();
+  EXPECT_TRUE(auth.Authenticate(Bearer(HmacToken(json{{"alg", "HS256"}, {"kid", "short"}}, claims,
+                                                 short_secret)),
+                                kNow)
+                  .ok());
+  EXPECT_NE(Refusal(auth, Bearer(HmacToken(json{{"alg", "HS512"}, {"kid", "short"}}, claims,
+                                           short_secret, EVP_sha512())))
+                .find("does not fit key 'short' (kty oct, 32 bytes)"),
+            std::string::npos);
+  EXPECT_EQ(Refusal(auth, Bearer(HmacToken(json{{"alg", "HS512"}}, claims, short_secret,
+                                           EVP_sha512()))),
+            "JWT refused: bad signature");
+  for (const auto& [alg, md] : {std::pair{"HS384", EVP_sha384()}, std::pair{"HS512", EVP_sha512()}}) {
+    auto caller = auth.Authenticate(
+        Bearer(HmacToken(json{{"alg", alg}, {"kid", "long"}}, claims, long_secret, md)), kNow);
+    EXPECT_TRUE(caller.ok()) << alg << ": " << caller.status().message();
+  }
+}
+
+TEST(JwtTest, WrongOrMissingAudienceIsRefusedWhenConfigured) {
+  auto made = Authenticator::Create(
+      LoadPolicy(PolicyYaml((kFixtures / "jwks.json").string(), "https://warden.example.com")), {});
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  const Authenticator& auth = *made;
+  json claims = GoodClaims();
+  EXPECT_NE(Refusal(auth, Bearer(Token("ES256", claims))).find("no 'aud' claim"),
+            std::string::npos);
+  claims["aud"] = "https://mail.example.com";
+  EXPECT_NE(Refusal(auth, Bearer(Token("ES256", claims))).find("wrong audience"),
+            std::string::npos);
+  claims["aud"] = json::array({"https://mail.example.com", 7});
+  EXPECT_NE(Refusal(auth, Bearer(Token("ES256", claims))).find("wrong audience"),
+            std::string::npos);
+  claims["aud"] = "https://warden.example.com";
+  EXPECT_TRUE(auth.Authenticate(Bearer(Token("ES256", claims)), kNow).ok());
+  claims["aud"] = json::array({"https://mail.example.com", "https://warden.example.com"});
+  EXPECT_TRUE(auth.Authenticate(Bearer(Token("ES256", claims)), kNow).ok());
+  // Without the setting, aud is not checked (the policy has no audience to compare with).
+  claims["aud"] = "https://mail.example.com";
+  EXPECT_TRUE(MakeAuthenticator().Authenticate(Bearer(Token("ES256", claims)), kNow).ok());
 }
 
 TEST(JwtTest, KidOfAnotherKeyTypeAndUnknownKidAreRefused) {
@@ -636,6 +766,30 @@ TEST_F(JwksFileTest, WeakOrInvalidPublicKeysAreRefused) {
                        {{{"kty", "oct"}, {"kid", "k"}, {"k", B64Url(std::string(32, 'a'))}},
                         {{"kty", "oct"}, {"kid", "k"}, {"k", B64Url(std::string(32, 'b'))}}}}};
   EXPECT_NE(CreateError(twice.dump()).find("kid 'k' is used twice"), std::string::npos);
+}
+
+// Chosen: a short oct key is an error when the JWKS is loaded (the whole file is refused), and
+// the error names the entry and its kid.
+TEST_F(JwksFileTest, ShortOctKeyIsRefusedAtLoadNamingTheKey) {
+  const std::string short16 =
+      CreateError(json{{"keys", {{{"kty", "oct"}, {"kid", "weak"}, {"k", B64Url(std::string(16, 'x'))}}}}}
+                      .dump());
+  EXPECT_NE(short16.find("keys[0] (kid 'weak'): oct key of 16 bytes; HS256 needs at least 32"),
+            std::string::npos)
+      << short16;
+  const std::string hs512 = CreateError(
+      json{{"keys",
+            {{{"kty", "oct"}, {"kid", "k5"}, {"alg", "HS512"}, {"k", B64Url(std::string(32, 'x'))}}}}}
+          .dump());
+  EXPECT_NE(hs512.find("keys[0] (kid 'k5'): oct key of 32 bytes; HS512 needs at least 64"),
+            std::string::npos)
+      << hs512;
+  const std::string hs384 = CreateError(
+      json{{"keys",
+            {{{"kty", "oct"}, {"alg", "HS384"}, {"k", B64Url(std::string(47, 'x'))}}}}}
+          .dump());
+  EXPECT_NE(hs384.find("keys[0]: oct key of 47 bytes; HS384 needs at least 48"), std::string::npos)
+      << hs384;
 }
 
 TEST_F(JwksFileTest, EncryptionKeysAreNotUsedToVerify) {
