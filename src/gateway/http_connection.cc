@@ -222,9 +222,19 @@ void HttpConnection::Route() {
 
 bool HttpConnection::CheckProtocolVersionHeader() {
   // Absent: the spec says assume 2025-03-26; the session knows what was negotiated, so nothing
-  // depends on the header. Present: it must name a version warden speaks.
+  // depends on the header. Present: it must name a version warden speaks; an empty (or blank)
+  // value is not a version, and is refused like any other value that is not one.
+  const auto& req = parser_->get();
+  if (req.find("MCP-Protocol-Version") == req.end()) return true;
   std::string version = Header("MCP-Protocol-Version");
-  if (version.empty() || mcp::IsSupportedVersion(version)) return true;
+  if (mcp::IsSupportedVersion(version)) return true;
+  if (version.find_first_not_of(" \t") == std::string::npos) {
+    Refuse(Status::bad_request, mcp::kInvalidRequest,
+           "empty MCP-Protocol-Version header: send a version (supported: " +
+               SupportedVersionsText() + ") or leave the header out",
+           KeepAliveAfterRefusal());
+    return false;
+  }
   Refuse(Status::bad_request, mcp::kInvalidRequest,
          "unsupported MCP-Protocol-Version '" + version +
              "' (supported: " + SupportedVersionsText() + ")",

@@ -581,6 +581,25 @@ TEST_F(HttpServerTest, UnsupportedProtocolVersionHeaderIs400) {
       << "no header: accepted (spec: assume 2025-03-26)";
 }
 
+// Issue 10 item 13: "MCP-Protocol-Version:" with nothing after it is not a version.
+TEST_F(HttpServerTest, EmptyProtocolVersionHeaderIs400) {
+  StartServer();
+  std::string sid = Initialize();
+  for (const std::string value : {"", " "}) {
+    Req bad = Post(Rpc(2, "ping").dump(), sid);
+    bad.headers.emplace_back("MCP-Protocol-Version", value);
+    HttpReply refused = Send(bad);
+    EXPECT_EQ(refused.status, 400) << "'" << value << "'";
+    EXPECT_NE(refused.body.find("empty MCP-Protocol-Version"), std::string::npos) << refused.body;
+    Req get;
+    get.method = "GET";
+    get.headers = {{"Accept", "text/event-stream"}, {"Authorization", "Bearer alice-key"},
+                   {"Mcp-Session-Id", sid}, {"MCP-Protocol-Version", value}};
+    EXPECT_EQ(Send(get).status, 400);
+  }
+  EXPECT_EQ(Call(Rpc(4, "ping"), sid).status, 200) << "no header at all is still accepted";
+}
+
 // ---- Bodies ----
 
 TEST_F(HttpServerTest, MalformedJsonIs400WithParseError) {
