@@ -115,6 +115,9 @@ ServeCommand::ServeCommand(CLI::App& app, std::ostream& err) : err_(err) {
                    "picks a free one)");
   sub_->add_option("--allow-origin", origins_,
                    "Browser origin allowed to call (scheme://host[:port]; repeatable)");
+  sub_->add_option("--allow-host", hosts_,
+                   "Host header allowed besides the listener's own address and localhost "
+                   "(NAME or NAME:PORT, e.g. the DNS name clients use; repeatable)");
   sub_->add_option("--max-body", max_body_, "Largest POST body (default 4M)");
   sub_->add_option("--session-idle", idle_, "Close sessions idle this long (default 30m)");
   sub_->add_option("--threads", threads_, "HTTP I/O threads (default 1)");
@@ -165,6 +168,7 @@ int ServeCommand::Execute() {
   }
   http.session_idle_timeout = std::chrono::seconds(*idle / 1000);
   http.allowed_origins = origins_;
+  http.allowed_hosts = hosts_;
   http.threads = std::max(1, threads_);
 
   const bool local = flags_.config.empty() && IsLoopback(http.host);

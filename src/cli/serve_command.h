@@ -25,6 +25,7 @@ class ServeCommand {
   GatewayFlags flags_;
   std::string listen_;
   std::vector<std::string> origins_;
+  std::vector<std::string> hosts_;
   std::string max_body_ = "4M";
   std::string idle_ = "30m";
   int threads_ = 1;

@@ -47,6 +47,16 @@ bool IsInitialize(const mcp::ParsedEntry& entry) {
   return request != nullptr && request->method == "initialize";
 }
 
+// A header value fit for an error message: at most 100 bytes, control bytes as '?'.
+std::string PrintableHeader(std::string_view value) {
+  std::string out;
+  for (char c : value.substr(0, 100)) {
+    const auto u = static_cast<unsigned char>(c);
+    out.push_back(u < 0x20 || u >= 0x7f ? '?' : c);
+  }
+  return out;
+}
+
 std::string SupportedVersionsText() {
   std::string out;
   for (std::string_view v : mcp::kSupportedVersions) {
@@ -78,6 +88,14 @@ HttpConnection::HttpConnection(net::ip::tcp::socket socket, std::shared_ptr<Serv
   beast::error_code ec;
   auto endpoint = stream_.socket().remote_endpoint(ec);
   if (!ec) peer_ = endpoint.address().to_string();
+  auto local = stream_.socket().local_endpoint(ec);
+  if (!ec) {
+    net::ip::address address = local.address();
+    if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+      address = net::ip::make_address_v4(net::ip::v4_mapped, address.to_v6());
+    }
+    local_host_ = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
+  }
 }
 
 void HttpConnection::Start() {
@@ -171,6 +189,21 @@ void HttpConnection::Route() {
   std::string_view path = target.substr(0, target.find('?'));
   const bool keep = KeepAliveAfterRefusal();
 
+  // DNS-rebinding defence, first half: a rebound page's requests name the attacker's host in
+  // Host (its own origin, as far as the browser knows), and a client need not send Origin.
+  if (req.count(bhttp::field::host) > 1) {
+    return Refuse(Status::bad_request, mcp::kInvalidRequest, "more than one Host header", keep);
+  }
+  if (std::string host = Header("Host"); !host.empty()) {
+    std::vector<std::string> own = shared_->own_host_names;
+    if (!local_host_.empty()) own.push_back(local_host_);
+    if (!HostAllowed(host, shared_->options.allowed_hosts, own, shared_->port)) {
+      return Refuse(Status::forbidden, mcp::kInvalidRequest,
+                    "host '" + PrintableHeader(host) +
+                        "' is not allowed (not this server's address; see --allow-host)",
+                    keep);
+    }
+  }
   if (path == "/healthz") {
     if (req.method() != bhttp::verb::get) {
       return Refuse(Status::method_not_allowed, mcp::kInvalidRequest, "/healthz takes GET only",
@@ -183,7 +216,7 @@ void HttpConnection::Route() {
     return Refuse(Status::not_found, mcp::kInvalidRequest,
                   "no such endpoint; MCP is served at " + shared_->options.path, keep);
   }
-  // DNS-rebinding defence: a browser page from another origin must not reach a local server.
+  // Second half: a browser page from another origin must not reach a local server.
   // The same rule for the admin API, and for CORS preflights.
   const bool has_origin = req.find(bhttp::field::origin) != req.end();
   std::string origin = Header("Origin");

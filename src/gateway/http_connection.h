@@ -169,6 +169,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   boost::beast::tcp_stream stream_;
   std::shared_ptr<ServerShared> shared_;
   std::string peer_;
+  // The address the client connected to, as a Host header would spell it ("10.0.0.5",
+  // "[fe80::1]"): a server bound to 0.0.0.0 is reached by one of its addresses.
+  std::string local_host_;
   boost::beast::flat_buffer buffer_;
   // The request being served; kept until the next one is read, so its headers stay readable.
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;

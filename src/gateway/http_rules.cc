@@ -48,7 +48,62 @@ bool IsLoopbackOrigin(std::string_view origin) {
   return false;
 }
 
+// "name", "name:port", "[v6]" or "[v6]:port", split; false when it is none of these (an IPv6
+// address without brackets, an empty name, a port that is not 1 to 5 digits, a character that
+// has no business in a host name such as '@', '/', or a space).
+bool SplitHostPort(std::string_view text, std::string* name, std::string* port) {
+  std::string_view rest = text;
+  std::string_view host;
+  if (rest.starts_with('[')) {
+    const std::size_t close = rest.find(']');
+    if (close == std::string_view::npos || close == 1) return false;
+    host = rest.substr(0, close + 1);
+    rest.remove_prefix(close + 1);
+    for (char c : host.substr(1, host.size() - 2)) {
+      if (!(std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.')) return false;
+    }
+  } else {
+    const std::size_t colon = rest.find(':');
+    host = rest.substr(0, colon);
+    rest.remove_prefix(host.size());
+    if (host.empty()) return false;
+    for (char c : host) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_')) {
+        return false;
+      }
+    }
+  }
+  if (!rest.empty()) {
+    if (rest.front() != ':' || !AllDigits(rest.substr(1))) return false;
+    *port = std::string(rest.substr(1));
+  } else {
+    port->clear();
+  }
+  *name = Lower(host);
+  return true;
+}
+
 }  // namespace
+
+bool HostAllowed(std::string_view host, const std::vector<std::string>& allowed,
+                 const std::vector<std::string>& own_names, std::uint16_t port) {
+  host = Trim(host);
+  if (host.empty()) return true;
+  std::string name, given_port;
+  if (!SplitHostPort(host, &name, &given_port)) return false;
+  // "localhost:08787" is not port 8787's usual spelling; compare numbers, not text.
+  const bool port_ok = given_port.empty() || std::stoul(given_port) == port;
+  for (const std::string& own : own_names) {
+    if (port_ok && name == Lower(own)) return true;
+  }
+  for (const std::string& entry : allowed) {
+    std::string want_name, want_port;
+    if (!SplitHostPort(Trim(entry), &want_name, &want_port) || want_name != name) continue;
+    if (want_port.empty() || (!given_port.empty() && std::stoul(want_port) == std::stoul(given_port)))
+      return true;
+  }
+  return false;
+}
 
 bool AcceptsMediaType(std::string_view accept, std::string_view media_type) {
   const std::string wanted = Lower(media_type);

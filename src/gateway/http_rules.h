@@ -4,6 +4,7 @@
 // connection code so each rule is tested on its own (tests/gateway/http_server_test.cc).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,21 @@ bool IsJsonContentType(std::string_view content_type);
 //  * anything else, including the literal `null`: refused.
 bool OriginAllowed(std::string_view origin, const std::vector<std::string>& allowed,
                    bool loopback_server);
+
+// Whether a request with this Host header may reach the endpoint: the other half of the
+// DNS-rebinding defence (a rebound page's requests carry the attacker's name in Host, and not
+// every client sends Origin). `host` is the header's value; `own_names` are the names this
+// listener answers to without configuration (lower case, IPv6 in brackets: localhost, 127.0.0.1,
+// [::1], its listen address and the address the connection came in on); `port` is the listener's
+// port.
+//  * no Host header (`host` empty; HTTP/1.0): allowed, a browser always sends one;
+//  * one of `own_names`, without a port or with `port`;
+//  * one of `allowed` (case-insensitive): an entry NAME:PORT matches that port only, an entry
+//    NAME (or [IPV6]) matches NAME with any port or none;
+//  * anything else (another name, another port, a malformed value, userinfo, a trailing dot):
+//    refused.
+bool HostAllowed(std::string_view host, const std::vector<std::string>& allowed,
+                 const std::vector<std::string>& own_names, std::uint16_t port);
 
 // True when `a` and `b` name the same principal (tenant, user and agent; the scope may differ
 // from request to request). A session belongs to the principal that created it.

@@ -117,6 +117,10 @@ Status HttpServer::Start() {
   }
   s.port = s.acceptor.local_endpoint(ec).port();
   s.shared->loopback = address.is_loopback();
+  s.shared->port = s.port;
+  s.shared->own_host_names = {"localhost", "127.0.0.1", "[::1]"};
+  s.shared->own_host_names.push_back(address.is_v6() ? "[" + address.to_string() + "]"
+                                                     : address.to_string());
   s.closer = std::make_unique<net::thread_pool>(2);
   net::thread_pool* closer = s.closer.get();
   s.shared->run_blocking = [closer](std::function<void()> job) {

@@ -81,6 +81,11 @@ struct HttpServerOptions {
   // allows http(s)://localhost, 127.0.0.1 and [::1] with any port. Requests without Origin are
   // allowed (non-browser clients). Everything else: 403.
   std::vector<std::string> allowed_origins;
+  // Host header values allowed besides the listener's own: localhost, 127.0.0.1, [::1], the
+  // listen address and the address a connection came in on, each without a port or with the
+  // listener's. An entry NAME:PORT allows that port only; NAME (or [IPV6]) any port. Any other
+  // Host: 403 (DNS rebinding). Needed when clients reach the server by a DNS name.
+  std::vector<std::string> allowed_hosts;
   std::size_t max_body_bytes = 4 << 20;  // larger POST bodies: 413, without reading them
   // A session with no request for this long and no open GET stream is closed by the sweeper.
   std::chrono::seconds session_idle_timeout{1800};

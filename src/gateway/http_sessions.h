@@ -156,6 +156,10 @@ struct ServerShared {
   SessionHost& host;
   const HttpServerOptions options;
   bool loopback = false;  // bound to a loopback address (set by Start)
+  // What a Host header may name without options.allowed_hosts (http_rules.h HostAllowed): the
+  // loopback names and the listen address, and the port listened on (both set by Start).
+  std::vector<std::string> own_host_names;
+  std::uint16_t port = 0;
   SessionRegistry sessions{options.replay_events, options.replay_bytes};
   Gate gate;
   std::atomic<bool> stopping{false};

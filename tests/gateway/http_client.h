@@ -51,9 +51,14 @@ struct Req {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   bool content_length = true;
+  bool host_header = true;
 
   std::string Build() const {
-    std::string out = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    std::string out = method + " " + path + " HTTP/1.1\r\n";
+    // Host: 127.0.0.1 unless the test sets its own (or sends none: host_header false).
+    bool own_host = false;
+    for (const auto& [name, value] : headers) own_host = own_host || name == "Host";
+    if (!own_host && host_header) out += "Host: 127.0.0.1\r\n";
     for (const auto& [name, value] : headers) out += name + ": " + value + "\r\n";
     if (content_length && (method == "POST" || !body.empty())) {
       out += "Content-Length: " + std::to_string(body.size()) + "\r\n";

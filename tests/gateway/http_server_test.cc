@@ -471,6 +471,55 @@ TEST_F(HttpServerTest, AttackDnsRebindingOriginIsRefusedWith403) {
   }
 }
 
+// Issue 10 item 12: a page on evil.example whose name is rebound to 127.0.0.1 talks to warden
+// as "evil.example:PORT". Its Host header says so, whether or not an Origin is sent.
+TEST_F(HttpServerTest, AttackDnsRebindingHostHeaderIsRefusedWith403) {
+  HttpServerOptions options;
+  options.allowed_hosts = {"warden.internal", "proxy.example:443"};
+  StartServer(options);
+  const std::string p = std::to_string(port());
+  for (const std::string& host : std::vector<std::string>{
+           "evil.example:8787", "evil.example:" + p, "evil.example", "localhost.evil.example:" + p,
+        "127.0.0.1.nip.io:" + p, "localhost:" + std::to_string(port() == 1 ? 2 : port() - 1),
+        "localhost:" + p + "@evil.example", "evil.example@localhost", "localhost.", "[::1",
+        "::1", "localhost:", "localhost:x", "proxy.example", "proxy.example:444", "warden.internal.",
+        "local host"}) {
+    Req req = Post(InitializeRequest("2025-06-18").dump());
+    req.headers.emplace_back("Host", host);
+    HttpReply refused = Send(req);
+    EXPECT_EQ(refused.status, 403) << host;
+    EXPECT_NE(refused.body.find("is not allowed"), std::string::npos) << refused.body;
+  }
+  EXPECT_EQ(server_->session_count(), 0u);
+  // The admin API and the health check too: nothing answers a rebound name.
+  Req api;
+  api.method = "GET";
+  api.path = "/api/kill";
+  api.headers = {{"Host", "evil.example:" + p}, {"Authorization", "Bearer alice-key"}};
+  EXPECT_EQ(Send(api).status, 403);
+  Req health;
+  health.method = "GET";
+  health.path = "/healthz";
+  health.headers = {{"Host", "evil.example:" + p}};
+  EXPECT_EQ(Send(health).status, 403);
+  health.headers = {{"Host", "localhost:" + p}};
+  EXPECT_EQ(Send(health).status, 200);
+  Req two = Post(InitializeRequest("2025-06-18").dump());
+  two.headers.emplace_back("Host", "evil.example");
+  two.headers.insert(two.headers.begin(), {"Host", "127.0.0.1"});
+  EXPECT_EQ(Send(two).status, 400) << "two Host headers";
+  for (const std::string& host : std::vector<std::string>{
+           "127.0.0.1", "127.0.0.1:" + p, "localhost", "localhost:" + p, "LocalHost:" + p, "[::1]",
+        "[::1]:" + p, "warden.internal", "warden.internal:8443", "proxy.example:443"}) {
+    Req req = Post(InitializeRequest("2025-06-18").dump());
+    req.headers.emplace_back("Host", host);
+    EXPECT_EQ(Send(req).status, 200) << host;
+  }
+  Req none = Post(InitializeRequest("2025-06-18").dump());
+  none.host_header = false;  // an HTTP/1.0-style client: no Host, not a browser
+  EXPECT_EQ(Send(none).status, 200);
+}
+
 TEST_F(HttpServerTest, CorsPreflightForAllowedOriginsOnly) {
   HttpServerOptions options;
   options.allowed_origins = {"https://app.example"};
@@ -600,6 +649,7 @@ TEST_F(HttpServerTest, EmptyProtocolVersionHeaderIs400) {
   EXPECT_EQ(Call(Rpc(4, "ping"), sid).status, 200) << "no header at all is still accepted";
 }
 
+// ---- Bodies ----
 // ---- Bodies ----
 
 TEST_F(HttpServerTest, MalformedJsonIs400WithParseError) {
@@ -1068,6 +1118,25 @@ TEST(HttpRulesTest, OriginAllowList) {
   EXPECT_FALSE(OriginAllowed("http://localhost.", allowed, true));
   EXPECT_FALSE(OriginAllowed("null", allowed, true));
   EXPECT_FALSE(OriginAllowed("file://", allowed, true));
+}
+
+TEST(HttpRulesTest, HostAllowList) {
+  using http::HostAllowed;
+  const std::vector<std::string> own = {"localhost", "127.0.0.1", "[::1]", "[fe80::1]",
+                                        "10.0.0.5"};
+  const std::vector<std::string> allowed = {"Warden.Example", "proxy.example:443", "[2001:db8::1]"};
+  EXPECT_TRUE(HostAllowed("", allowed, own, 8787)) << "no Host: not a browser";
+  for (const char* host : {"localhost", "localhost:8787", "127.0.0.1:8787", "[::1]:8787",
+                           "[FE80::1]", "10.0.0.5:8787", "warden.example:1", "WARDEN.example",
+                           "proxy.example:443", "[2001:db8::1]:9", " localhost:8787 "}) {
+    EXPECT_TRUE(HostAllowed(host, allowed, own, 8787)) << host;
+  }
+  for (const char* host : {"evil.example:8787", "evil.example", "localhost:8788", "10.0.0.6",
+                           "10.0.0.5:1", "proxy.example", "proxy.example:80", "::1", "[::1",
+                           "[::1]x", "[]", "[::1]:", "localhost:123456", "a@localhost",
+                           "localhost/x", "localhost.", ":8787", "[evil.example]"}) {
+    EXPECT_FALSE(HostAllowed(host, allowed, own, 8787)) << host;
+  }
 }
 
 TEST(HttpRulesTest, AcceptAndContentType) {
