@@ -164,8 +164,17 @@ Result<std::shared_ptr<const policy::Policy>> PolicyFromFlags(const GatewayFlags
   return std::make_shared<const policy::Policy>(std::move(*loaded));
 }
 
+namespace {
+
+std::string JwksPathOf(const policy::Policy& policy) {
+  return policy.identity.jwt ? policy.identity.jwt->jwks_file : std::string();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, gateway::Caller caller,
-                                                std::ostream& log) {
+                                                std::ostream& log,
+                                                std::optional<gateway::IdentityOptions> identity) {
   // SIGHUP asks for a policy reload: the watcher thread takes it with sigtimedwait, so no other
   // thread may receive it. Blocked before any thread starts (threads inherit the mask).
   sigset_t hup;
@@ -174,9 +183,21 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, gatew
   pthread_sigmask(SIG_BLOCK, &hup, nullptr);
 
   std::unique_ptr<Gateway> g(new Gateway(flags, log));
-  const auto config_stamp = g->ConfigStamp();
+  g->identity_ = std::move(identity);
+  auto config_stamp = g->ConfigStamp();
   auto policy = PolicyFromFlags(flags);
   if (!policy) return policy.status();
+  {
+    std::lock_guard lock(g->reload_mu_);
+    g->jwks_path_ = JwksPathOf(**policy);
+  }
+  // Like the policy file's, the JWKS file's stamp is taken before it is read.
+  config_stamp.second = FileStamp(JwksPathOf(**policy));
+  if (g->identity_) {
+    auto auth = gateway::Authenticator::Create(**policy, *g->identity_);
+    if (!auth) return auth.status().Wrap("identity");
+    g->auth_.store(std::make_shared<const gateway::Authenticator>(std::move(*auth)));
+  }
   if (flags.audit_db.empty() && !flags.config.empty() && !(*policy)->storage.postgres.empty())
     return Status::Error("storage.postgres is not supported yet; use storage.sqlite or --audit-db");
   audit::AuditOptions audit_options;
@@ -267,32 +288,60 @@ void Gateway::ApplyExecPool(const policy::Policy& policy) {
   log_.flush();
 }
 
-void Gateway::Reload() {
+bool Gateway::Reload() {
   std::lock_guard lock(reload_mu_);
-  auto loaded = PolicyFromFlags(flags_);
-  if (!loaded) {
-    log_ << "warden: policy reload failed, the previous policy stays in force: " +
-                loaded.status().message() + "\n";
+  auto failed = [this](const Status& why) {
+    log_ << "warden: policy reload failed, the previous policy stays in force (with its keys): " +
+                why.message() + "\n";
     log_.flush();
-    return;
+    return false;
+  };
+  auto loaded = PolicyFromFlags(flags_);
+  if (!loaded) return failed(loaded.status());
+  jwks_path_ = JwksPathOf(**loaded);  // watched from now on, so that fixing it is seen
+  std::shared_ptr<const gateway::Authenticator> auth;
+  if (identity_) {
+    // Built before anything changes: if the new identity section cannot be used, neither the
+    // new policy nor any of its keys is put in force (a new rule must not run with old keys,
+    // and a key the new file removed must not keep working under it).
+    auto built = gateway::Authenticator::Create(**loaded, *identity_);
+    if (!built) return failed(built.status().Wrap("identity"));
+    auth = std::make_shared<const gateway::Authenticator>(std::move(*built));
   }
-  holder_.Set(*loaded);
+  // Logged before the policy is in force: whoever sees the new policy sees the line too.
   log_ << "warden: policy reloaded from " + flags_.config + "\n";
   log_.flush();
+  // The authenticator first: a request that meets the new keys with the old policy is decided
+  // by the old rules, whose caller check still refuses anyone the old policy does not know; the
+  // other order would let a removed key in under the new policy.
+  if (auth) auth_.store(std::move(auth), std::memory_order_release);
+  holder_.Set(*loaded);
   ApplyExecPool(**loaded);
+  return true;
 }
 
-std::pair<int64_t, int64_t> Gateway::ConfigStamp() const {
+Gateway::Stamp Gateway::FileStamp(const std::string& path) {
   struct stat st{};
-  if (stat(flags_.config.c_str(), &st) != 0) return {-1, -1};
+  if (path.empty() || stat(path.c_str(), &st) != 0) return {-1, -1};
   return {static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
           static_cast<int64_t>(st.st_size)};
 }
 
-void Gateway::Watch(std::pair<int64_t, int64_t> last) {
-  // Reload on SIGHUP, and when the file's modification time or size changes (checked about once
-  // a second: editors replace files, so the path is stat'ed, not an inode watched). `last` was
-  // taken before the policy was first read: an edit made since is a change.
+std::pair<Gateway::Stamp, Gateway::Stamp> Gateway::ConfigStamp() {
+  std::string jwks;
+  {
+    std::lock_guard lock(reload_mu_);
+    jwks = jwks_path_;
+  }
+  return {FileStamp(flags_.config), FileStamp(jwks)};
+}
+
+void Gateway::Watch(std::pair<Stamp, Stamp> last) {
+  // Reload on SIGHUP, and when the policy file's or its JWKS file's modification time or size
+  // changes (checked about once a second: editors replace files, so the path is stat'ed, not an
+  // inode watched). `last` was taken before the policy was first read: an edit made since is a
+  // change. A failed reload is tried again at the next change of either file, or the next
+  // SIGHUP.
   sigset_t hup;
   sigemptyset(&hup);
   sigaddset(&hup, SIGHUP);
@@ -302,14 +351,16 @@ void Gateway::Watch(std::pair<int64_t, int64_t> last) {
     int sig = sigtimedwait(&hup, nullptr, &wait);
     if (stop_.load()) break;
     if (sig == SIGHUP) {
-      Reload();
       last = ConfigStamp();
+      Reload();
       continue;
     }
     if (++ticks % 4 != 0) continue;
     auto now = ConfigStamp();
-    if (now != last && now.first != -1) {
+    if (now != last && now.first.first != -1) {
       last = now;
+      // Stamped before the read, so an edit during it is seen next time. A reload that names
+      // another JWKS file reloads once more when the new file's stamp is first compared.
       Reload();
     }
   }

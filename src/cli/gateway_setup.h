@@ -18,6 +18,7 @@
 #include "gateway/builtin_tools.h"
 #include "gateway/exec_pool.h"
 #include "gateway/gateway.h"
+#include "gateway/identity.h"
 #include "gateway/kill_switches.h"
 #include "policy/holder.h"
 #include "state/pins.h"
@@ -58,22 +59,37 @@ Result<std::shared_ptr<const policy::Policy>> PolicyFromFlags(const GatewayFlags
 // closes sessions and joins the workers.
 class Gateway {
  public:
-  static Result<std::unique_ptr<Gateway>> Start(const GatewayFlags& flags, gateway::Caller caller,
-                                                std::ostream& log);
+  // With `identity` (warden serve), the policy's identity section is built into an
+  // Authenticator too, at start and on every reload: a policy whose identity cannot be built
+  // (an unreadable JWKS file, a bad key) is refused as a whole, like a policy with a syntax error.
+  static Result<std::unique_ptr<Gateway>> Start(
+      const GatewayFlags& flags, gateway::Caller caller, std::ostream& log,
+      std::optional<gateway::IdentityOptions> identity = std::nullopt);
   ~Gateway();
 
   gateway::GatewayCore& core() { return *core_; }
   policy::PolicyHolder& policy() { return holder_; }
+  // The authenticator built from the policy in force (null without `identity`). Put in force
+  // before its policy, and replaced only with it: a reload either brings both or neither.
+  std::shared_ptr<const gateway::Authenticator> authenticator() const {
+    return auth_.load(std::memory_order_acquire);
+  }
   const std::string& audit_path() const { return audit_path_; }
-  // Loads the --config file again now (SIGHUP); a bad file keeps the policy in force. A policy
-  // that asks for another exec pool (size or profile) gets it (ExecPoolSlot::Apply).
-  void Reload();
+  // Loads the --config file again now (SIGHUP), and with it its identity (the JWKS file). One
+  // unit: the whole new policy with its keys, or, on any error, the whole old one and a logged
+  // error. The watcher retries when the policy file or its JWKS file changes, and on SIGHUP.
+  // A policy that asks for another exec pool (size or profile) gets it (ExecPoolSlot::Apply).
+  // Returns whether the new policy is in force.
+  bool Reload();
 
  private:
   Gateway(GatewayFlags flags, std::ostream& log) : flags_(std::move(flags)), log_(log) {}
-  // The --config file's modification time and size ({-1, -1}: cannot be stat'ed).
-  std::pair<int64_t, int64_t> ConfigStamp() const;
-  void Watch(std::pair<int64_t, int64_t> last);
+  using Stamp = std::pair<int64_t, int64_t>;
+  // A file's modification time and size ({-1, -1}: cannot be stat'ed).
+  static Stamp FileStamp(const std::string& path);
+  // The --config file's stamp and that of the JWKS file the last policy read from it names.
+  std::pair<Stamp, Stamp> ConfigStamp();
+  void Watch(std::pair<Stamp, Stamp> last);
   // Gives sandbox__exec the pool `policy` and --exec-pool ask for; says so when it changes.
   void ApplyExecPool(const policy::Policy& policy);
 
@@ -92,7 +108,10 @@ class Gateway {
   };
   std::shared_ptr<LiveCore> live_;
   std::string audit_path_;
+  std::optional<gateway::IdentityOptions> identity_;
+  std::atomic<std::shared_ptr<const gateway::Authenticator>> auth_;
   std::mutex reload_mu_;
+  std::string jwks_path_;  // under reload_mu_: identity.jwt.jwks_file of the last policy read
   std::atomic<bool> stop_{false};
   std::thread watcher_;
 };

@@ -5,7 +5,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <mutex>
 
 #include "gateway/admin_api.h"
 #include "gateway/http_server.h"
@@ -30,42 +29,19 @@ bool IsLoopback(const std::string& host) {
 }
 
 // The gateway as the HTTP server sees it: callers authenticated against the policy in force (the
-// authenticator is rebuilt when a reload changes the policy), one McpSession per MCP session.
+// gateway rebuilds the authenticator with every reload), one McpSession per MCP session.
 class ServeHost : public gateway::SessionHost {
  public:
-  ServeHost(Gateway& gateway, gateway::IdentityOptions identity)
+  ServeHost(Gateway& gateway, bool local_operator)
       : gateway_(gateway),
-        identity_(std::move(identity)),
         admin_(std::make_shared<gateway::AdminApi>(
-            gateway.core(),
-            gateway::AdminApiOptions{.local_operator = identity_.local_single_user})) {}
-
-  Status Prepare() {
-    auto policy = gateway_.policy().Current();
-    auto auth = gateway::Authenticator::Create(*policy, identity_);
-    if (!auth) return auth.status();
-    std::lock_guard lock(mu_);
-    auth_policy_ = policy;
-    auth_ = std::make_shared<gateway::Authenticator>(std::move(*auth));
-    return Status::Ok();
-  }
+            gateway.core(), gateway::AdminApiOptions{.local_operator = local_operator})) {}
 
   Result<gateway::Caller> Authenticate(std::string_view authorization,
                                        const std::string&) override {
-    auto policy = gateway_.policy().Current();
-    std::shared_ptr<gateway::Authenticator> auth;
-    {
-      std::lock_guard lock(mu_);
-      if (policy != auth_policy_) {
-        // A reload: new keys, tenants and JWKS. If the new identity section cannot be used, the
-        // previous authenticator stays (as the previous policy would have).
-        auto rebuilt = gateway::Authenticator::Create(*policy, identity_);
-        if (rebuilt) auth_ = std::make_shared<gateway::Authenticator>(std::move(*rebuilt));
-        auth_policy_ = policy;
-      }
-      auth = auth_;
-    }
-    return auth->Authenticate(authorization);
+    // The gateway replaces the authenticator together with the policy it was built from
+    // (Gateway::Reload): a reload whose identity cannot be built changes neither.
+    return gateway_.authenticator()->Authenticate(authorization);
   }
 
   void Refused(const gateway::Caller& caller, int http_status, const std::string& what,
@@ -97,11 +73,7 @@ class ServeHost : public gateway::SessionHost {
 
  private:
   Gateway& gateway_;
-  gateway::IdentityOptions identity_;
   std::shared_ptr<gateway::AdminApi> admin_;
-  std::mutex mu_;
-  std::shared_ptr<const policy::Policy> auth_policy_;
-  std::shared_ptr<gateway::Authenticator> auth_;
 };
 
 }  // namespace
@@ -173,18 +145,15 @@ int ServeCommand::Execute() {
 
   const bool local = flags_.config.empty() && IsLoopback(http.host);
   gateway::Caller local_caller{"", LoginName(), "", ""};
-  auto started = Gateway::Start(flags_, local_caller, err_);
+  auto started = Gateway::Start(
+      flags_, local_caller, err_,
+      gateway::IdentityOptions{.local_single_user = local, .local_user = local_caller.user});
   if (!started) {
     err_ << "warden serve: " + started.status().message() + "\n";
     return 2;
   }
   Gateway& g = **started;
-  ServeHost host(g, gateway::IdentityOptions{.local_single_user = local,
-                                              .local_user = local_caller.user});
-  if (Status st = host.Prepare(); !st.ok()) {
-    err_ << "warden serve: identity: " + st.message() + "\n";
-    return 2;
-  }
+  ServeHost host(g, local);
   gateway::HttpServer server(host, http);
   if (Status st = server.Start(); !st.ok()) {
     err_ << "warden serve: " + st.message() + "\n";

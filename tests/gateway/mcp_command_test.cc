@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <streambuf>
@@ -13,6 +14,8 @@
 #include <sstream>
 
 #include "audit/audit_log.h"
+#include "gateway/identity.h"
+#include "policy/policy.h"
 #include "testing.h"
 
 namespace warden::cli {
@@ -167,6 +170,80 @@ TEST(Gateway, ExecPoolFollowsThePolicyAcrossReloads) {
   const std::string text = buf.Text();
   EXPECT_EQ(text.find("pre-warms", text.find("profile 'tight'")), std::string::npos) << text;
   EXPECT_EQ(text.find("without a pre-warmed pool"), std::string::npos) << text;
+}
+
+// Issue 10 item 8: a reload is one unit. The new file changes a rule and swaps an agent's key,
+// but its JWKS file has become unreadable: nothing of it may take effect (not the rule, not the
+// key change; before, the new policy ran with the old authenticator, so the removed key kept
+// working under the new rules), the error is logged, and once the JWKS file is fixed (the policy
+// file untouched) the watcher tries again and the whole new policy is in force.
+TEST(Gateway, ReloadWithAnUnreadableJwksKeepsTheOldPolicyAndItsKeys) {
+  TempDir dir;
+  const std::string config = dir.File("policy.yaml");
+  const std::string jwks = dir.File("jwks.json");
+  const std::string jwks_text =
+      R"({"keys":[{"kty":"oct","kid":"k1","k":"YWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWE"}]})";
+  WriteFile(jwks, jwks_text);
+  const std::string key1 = "wk_reload_test_key_one", key2 = "wk_reload_test_key_two";
+  auto policy_text = [&](const std::string& key, const char* effect) {
+    return "version: 1\n"
+           "identity:\n"
+           "  tenants:\n"
+           "    acme:\n"
+           "      users: { alice: {} }\n"
+           "      agents:\n"
+           "        bot: { user: alice, keys: [\"" + gateway::HashApiKey(key) + "\"] }\n"
+           "  jwt: { issuer: https://idp.example, jwks_file: \"" + jwks + "\" }\n"
+           "tools:\n"
+           "  - match: { tool: \"web__fetch\" }\n"
+           "    risk: low\n"
+           "    effect: " + effect + "\n";
+  };
+  WriteFile(config, policy_text(key1, "allow"));
+  SyncLog buf;
+  std::ostream log(&buf);
+  GatewayFlags flags;
+  flags.config = config;
+  flags.audit_db = dir.File("a.db");
+  flags.exec_pool = 0;
+  auto started = Gateway::Start(flags, gateway::Caller{"", "tester", "", ""}, log,
+                                gateway::IdentityOptions{});
+  ASSERT_TRUE(started.ok()) << started.status().message();
+  Gateway& g = **started;
+  const auto first = g.policy().Current();
+  auto web_fetch = [&g] {
+    const policy::CallContext who{"acme", "alice", "bot", ""};
+    return policy::Decide(*g.policy().Current(), who, {"web", "web__fetch", nlohmann::json::object()})
+        .effect;
+  };
+  auto accepts = [&g](const std::string& key) {
+    return g.authenticator()->Authenticate("Bearer " + key).ok();
+  };
+  ASSERT_EQ(web_fetch(), policy::Effect::kAllow);
+  ASSERT_TRUE(accepts(key1));
+  ASSERT_FALSE(accepts(key2));
+
+  // The JWKS file goes away, and the policy file changes: key1 is replaced by key2, the rule
+  // denies.
+  std::filesystem::remove(jwks);
+  WriteFile(config, policy_text(key2, "deny"));
+  ASSERT_TRUE(buf.WaitFor("policy reload failed, the previous policy stays in force")) << buf.Text();
+  EXPECT_NE(buf.Text().find(jwks + ": cannot open"), std::string::npos) << buf.Text();
+  EXPECT_EQ(g.policy().Current(), first);
+  EXPECT_EQ(web_fetch(), policy::Effect::kAllow) << "the new file's rule must not be in force";
+  EXPECT_TRUE(accepts(key1)) << "the old policy's keys stay with it";
+  EXPECT_FALSE(accepts(key2)) << "the new policy's keys must not be in force";
+  // SIGHUP (Reload) tries again, and fails the same way.
+  EXPECT_FALSE(g.Reload());
+  EXPECT_EQ(g.policy().Current(), first);
+
+  // Fixing the JWKS file, without touching the policy file, brings the whole new policy.
+  WriteFile(jwks, jwks_text);
+  ASSERT_TRUE(buf.WaitFor("policy reloaded from")) << buf.Text();
+  EXPECT_NE(g.policy().Current(), first);
+  EXPECT_EQ(web_fetch(), policy::Effect::kDeny);
+  EXPECT_FALSE(accepts(key1)) << "a key the new file removed must stop working";
+  EXPECT_TRUE(accepts(key2));
 }
 
 }  // namespace
