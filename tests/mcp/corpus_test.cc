@@ -1,6 +1,6 @@
-// Runs Parse over every file in the fuzzer's seed corpus (tests/mcp/corpus/), with and without
-// batches: nothing throws, every result is either messages that serialise and parse back, or one
-// error reply per entry. File names say what each expects: ok-*, err-*.
+// Runs Parse over every file in the fuzzer's seed corpus (tests/fuzz/corpus/jsonrpc/), with and
+// without batches: nothing throws, every result is either messages that serialise and parse back,
+// or one error reply per entry. File names say what each expects: ok-*, err-*.
 #include <gtest/gtest.h>
 
 #include <filesystem>
