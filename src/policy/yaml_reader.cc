@@ -1,7 +1,9 @@
 #include "policy/yaml_reader.h"
 
 #include <charconv>
+#include <cstdint>
 #include <set>
+#include <string_view>
 
 namespace warden::policy::internal {
 namespace {
@@ -22,6 +24,32 @@ std::string Describe(const YAML::Node& node) {
 }
 
 bool IsPlain(const YAML::Node& node) { return node.Tag() != "!"; }
+
+// Whether `s` is well-formed UTF-8 (no overlong forms, no surrogates, at most U+10FFFF). yaml-cpp
+// passes any bytes through, and JSON text must be UTF-8: a value that is not would make every
+// later dump() of it throw (found by src/policy/fuzz/policy_fuzz.cc, in `warden policy check`).
+bool IsUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80           ? 1
+                     : (c >> 5) == 0x6  ? 2
+                     : (c >> 4) == 0xe  ? 3
+                     : (c >> 3) == 0x1e ? 4
+                                        : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    uint32_t cp = n == 1 ? c : c & (0x7f >> n);
+    for (size_t k = 1; k < n; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = cp << 6 | (cc & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += n;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -193,6 +221,7 @@ Result<nlohmann::json> YamlReader::Json(const YAML::Node& node, const std::strin
       if (!kv.first.IsScalar())
         return Error(kv.first, path, "expected a key name, got " + Describe(kv.first));
       const std::string& key = kv.first.Scalar();
+      if (!IsUtf8(key)) return Error(kv.first, path, "a key name is not valid UTF-8");
       if (out.contains(key)) return Error(kv.first, path + "." + key, "given twice");
       auto value = Json(kv.second, path + "." + key);
       if (!value) return value.status();
@@ -202,6 +231,7 @@ Result<nlohmann::json> YamlReader::Json(const YAML::Node& node, const std::strin
   }
   auto scalar = Scalar(node, path);
   if (!scalar) return scalar.status();
+  if (!IsUtf8(scalar->text)) return Error(node, path, "not valid UTF-8");
   if (scalar->quoted) return nlohmann::json(scalar->text);
   if (scalar->is_null) return nlohmann::json(nullptr);
   if (scalar->boolean) return nlohmann::json(*scalar->boolean);

@@ -229,6 +229,22 @@ TEST(PolicyLoaderTest, RuleReferencesMustExist) {
       "");
 }
 
+// JSON values (undo args) must be UTF-8: yaml-cpp passes any bytes, and a value that is not UTF-8
+// made Explain (warden policy check) throw from json::dump. Found by policy_fuzz.
+TEST(PolicyLoaderTest, UndoArgsMustBeUtf8) {
+  const std::string head = "version: 1\ntools:\n  - match: { tool: a__b }\n";
+  EXPECT_LOAD_ERROR(head + "    undo: { tool: a__c, args: { id: \"x\xffy\" } }\n",
+                    "test.yaml:4: tools[0].undo.args.id: not valid UTF-8");
+  EXPECT_LOAD_ERROR(head + "    undo: { tool: a__c, args: { \"k\xc0\xaf\": 1 } }\n",
+                    "tools[0].undo.args: a key name is not valid UTF-8");
+  EXPECT_LOAD_ERROR(head + "    undo: { tool: a__c, args: { id: [ \"\xed\xa0\x80\" ] } }\n",
+                    "tools[0].undo.args.id[0]: not valid UTF-8");
+  auto policy = LoadPolicyText(
+      head + "    undo: { tool: a__c, args: { id: \"h\u00e9 \xf0\x9f\x99\x82\" } }\n", "test.yaml");
+  ASSERT_TRUE(policy.ok()) << policy.status().message();
+  EXPECT_NE(Explain(*policy).find("undo a__c"), std::string::npos);
+}
+
 TEST(PolicyLoaderTest, UpstreamMistakes) {
   EXPECT_LOAD_ERROR(
       "version: 1\nupstreams:\n  mail: { prefix: m }\n",
