@@ -26,11 +26,16 @@ demo: build
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j 2 --timeout 300
 	@$(MAKE) --no-print-directory asan
+	@$(MAKE) --no-print-directory fuzz
 
 asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -DWARDEN_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@ctest --test-dir $(ASAN_BUILD) --output-on-failure -j 2 --timeout 300
+
+# libFuzzer targets, FUZZ_SECONDS each (default 15), in build-fuzz with clang (docs/testing-fuzz.md)
+fuzz: deps
+	@scripts/fuzz.sh $(FUZZ_SECONDS)
 
 bench: build
 	@bench/run.sh $(BUILD)

@@ -10,6 +10,8 @@ PACKAGES=(
   libseccomp-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev
   libboost1.81-dev libssl-dev libsqlite3-dev libre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # the fuzz targets (scripts/fuzz.sh): clang and its libFuzzer and sanitizer runtimes
+  clang libclang-rt-14-dev
   # tests and benchmarks: real peers and tools the tests drive
   python3 curl iproute2 util-linux bubblewrap hyperfine procps
   # --backend microvm: QEMU's microvm machine; xz unpacks its kernel (scripts/install-microvm.sh)
