@@ -121,7 +121,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const std::string message = caller.status().message();
   FUZZ_CHECK(!message.empty());
-  FUZZ_CHECK(message.find(kSecret) == std::string::npos);
+  // Unless the input holds it itself: a signed claim may quote the secret (the fuzzer finds it).
+  if (rest.find(kSecret) == std::string_view::npos) {
+    FUZZ_CHECK(message.find(kSecret) == std::string::npos);
+  }
   for (std::string_view word : words) {
     if (word.size() >= 24) FUZZ_CHECK(message.find(word) == std::string::npos);
   }
