@@ -8,7 +8,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build run demo test test-werror asan bench clean
+.PHONY: deps build run demo test test-werror asan fuzz bench clean
 
 deps:
 	@scripts/install-deps.sh
@@ -41,4 +41,4 @@ bench: build
 	@bench/run.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

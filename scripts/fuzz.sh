@@ -104,6 +104,9 @@ for t in "${targets[@]}"; do
   fi
 done
 echo "fuzz: done in $(($(date +%s) - start)) s"
+fails=0
+for t in "${targets[@]}"; do [ "${status[$t]}" -eq 0 ] || fails=$((fails + 1)); done
+echo "fuzz: $((${#targets[@]} - fails)) passed, ${fails} failed"
 if [ "$failed" -ne 0 ]; then
   echo "fuzz: a target failed; reproduce with $build/fuzz/TARGET_fuzz INPUT, then add the input to $corpus_root/TARGET/ with the fix" >&2
   exit 1
