@@ -334,31 +334,15 @@ TEST(Escape, InitHoldsNoVariableOfTheCallersEnvironment) {
     inv.extra_env = {{"AWS_SECRET_ACCESS_KEY", "canary-hunter2"}};
     r = RunWarden(inv);
   });
-  // read(2), not a stream: a process may end between readdir and read (ESRCH).
-  auto slurp = [](const std::string& path) {
-    std::string text;
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return text;
-    char buf[4096];
-    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
-    close(fd);
-    return text;
-  };
   std::string environ_text, cmdline;
   bool found = false;
   for (int i = 0; i < 250 && !found; ++i) {
     usleep(10 * 1000);
     for (pid_t pid : PidsWithCmdline(marker)) {
-      const std::string text = slurp("/proc/" + std::to_string(pid) + "/stat");
-      const size_t paren = text.rfind(')');
-      if (paren == std::string::npos) continue;
-      std::istringstream rest(text.substr(paren + 1));
-      std::string state;
-      pid_t ppid = 0;
-      rest >> state >> ppid;
-      cmdline = slurp("/proc/" + std::to_string(ppid) + "/cmdline");
-      if (cmdline.rfind("warden-init", 0) != 0) continue;
-      environ_text = slurp("/proc/" + std::to_string(ppid) + "/environ");
+      const pid_t ppid = ParentPid(pid);
+      cmdline = ReadProcText("/proc/" + std::to_string(ppid) + "/cmdline");
+      if (ppid == 0 || cmdline.rfind("warden-init", 0) != 0) continue;
+      environ_text = ReadProcText("/proc/" + std::to_string(ppid) + "/environ");
       found = true;
       break;
     }

@@ -210,6 +210,27 @@ std::string TempDir::Write(const std::string& rel, const std::string& content, m
   return p.string();
 }
 
+std::string ReadProcText(const std::string& path) {
+  std::string text;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return text;
+}
+
+pid_t ParentPid(pid_t pid) {
+  const std::string text = ReadProcText("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = text.rfind(')');  // the command name may hold spaces and ')'
+  if (paren == std::string::npos) return 0;
+  std::istringstream rest(text.substr(paren + 1));
+  std::string state;
+  pid_t ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
+}
+
 std::vector<pid_t> PidsWithCmdline(const std::string& needle) {
   std::vector<pid_t> pids;
   DIR* d = opendir("/proc");

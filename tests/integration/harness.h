@@ -55,6 +55,10 @@ class TempDir {
 std::vector<pid_t> PidsWithCmdline(const std::string& needle);
 std::vector<std::string> WardenCgroupDirs();  // every warden-* cgroup directory on the host
 int MountCount();                              // entries in the host's /proc/self/mountinfo
+// A /proc file's text read with read(2) ("" when it cannot be read: the process may be gone), and
+// a process's parent from its stat (0 when unknown).
+std::string ReadProcText(const std::string& path);
+pid_t ParentPid(pid_t pid);
 
 bool IsRoot();
 // The user every run is made as unless an Invocation names one: WARDEN_TEST_AS_UID when the tests

@@ -1,5 +1,7 @@
 #include "testing.h"
 
+#include "upstream/process_tree.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -75,20 +77,8 @@ nlohmann::json ToolCall(const std::string& name, nlohmann::json arguments) {
 }
 
 std::vector<pid_t> Descendants(pid_t root) {
-  std::multimap<pid_t, pid_t> children;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t paren = text.rfind(')');
-    if (paren == std::string::npos) continue;
-    std::istringstream rest(text.substr(paren + 1));
-    std::string state;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    children.emplace(ppid, static_cast<pid_t>(std::stol(name)));
-  }
+  // The gateway's own /proc scan (never throws: processes come and go while it reads).
+  const std::multimap<pid_t, pid_t> children = upstream::ProcChildren();
   std::vector<pid_t> out;
   std::vector<pid_t> todo = {root};
   while (!todo.empty()) {
