@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/read_file.h"
 #include "common/unique_fd.h"
 #include "sandbox/caps.h"
 #include "sandbox/landlock.h"
@@ -194,16 +195,12 @@ void NotDumpable(int sync_fd) {
 
 ChildSpec::Text ProcessTextFromParent() {
   ChildSpec::Text text;
-  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return text;
-  char buf[4096];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return text;
-  buf[n] = '\0';
+  auto stat = ReadFileUpTo("/proc/self/stat", 4096);
+  if (!stat) return text;
+  const std::string buf = std::move(*stat);
   // Fields 48 to 51 (arg_start, arg_end, env_start, env_end) counted from 1; the command name
   // (field 2) may hold spaces and parentheses, so count from after its closing one (field 3 on).
-  const char* p = std::strrchr(buf, ')');
+  const char* p = std::strrchr(buf.c_str(), ')');
   if (p == nullptr) return text;
   ++p;
   unsigned long long values[51] = {};
