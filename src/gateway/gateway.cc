@@ -9,6 +9,7 @@
 
 #include "common/guard.h"
 #include "gateway/session.h"
+#include "gateway/upstream_instances.h"
 #include "sandbox/profile.h"
 
 namespace warden::gateway {
@@ -29,10 +30,13 @@ GatewayCore::GatewayCore(policy::PolicyHolder& policy, audit::AuditLog& audit,
                                      .tools = &tools_,
                                      .audit = &audit_,
                                      .caller = std::move(default_caller)});
+  instances_ = std::make_unique<UpstreamInstances>(*this);
 }
 
 GatewayCore::~GatewayCore() {
   for (auto& session : Sessions()) session->Close();
+  // Before the workers end: stopping an instance hands its waiters to them.
+  instances_->StopAll();
   pool_.join();
 }
 

@@ -23,6 +23,7 @@ namespace warden::gateway {
 
 class McpSession;
 class ToolPins;
+class UpstreamInstances;
 
 // How to make an upstream client (upstream::Client::Create in the warden binary). Unset: the
 // gateway has no upstreams (a policy that names some is refused at session start with a clear
@@ -65,6 +66,9 @@ class GatewayCore {
   // Runs `work` on the worker pool.
   void Post(std::function<void()> work);
 
+  // The live upstream instances every session draws from (upstream_instances.h).
+  UpstreamInstances& instances() { return *instances_; }
+
   // The sandbox options a stdio upstream runs with: the policy's profile for it when named,
   // else the default (read-only: the executable's directory, the directories of absolute paths
   // among its arguments, the current directory; no network; no limits that need cgroups), plus
@@ -90,6 +94,7 @@ class GatewayCore {
   GatewayOptions options_;
   std::unique_ptr<Pipeline> pipeline_;
   boost::asio::thread_pool pool_;
+  std::unique_ptr<UpstreamInstances> instances_;
   mutable std::mutex sessions_mu_;
   std::vector<std::weak_ptr<McpSession>> sessions_;
 };

@@ -469,10 +469,18 @@ void HttpConnection::HandleMessages(std::shared_ptr<McpSession> session, mcp::Pa
     // (`shared` is used only when the connection is gone, on the calling thread, while the
     // Remote, which holds it, is alive.)
     exchange.reply = [remote, post, token, slot = slot_of[i]](mcp::Message m) {
-      const bool is_error = std::holds_alternative<mcp::ErrorResponse>(m);
-      remote.Post([post, slot, is_error, shared = &remote.shared(),
+      const auto* error = std::get_if<mcp::ErrorResponse>(&m);
+      const bool is_error = error != nullptr;
+      int retry_after = 0;
+      if (error && error->code == kUpstreamBusy && error->data && error->data->is_object() &&
+          error->data->contains("retryAfter") && (*error->data)["retryAfter"].is_number_integer())
+        retry_after = (*error->data)["retryAfter"].get<int>();
+      remote.Post([post, slot, is_error, retry_after, shared = &remote.shared(),
                    text = mcp::Serialize(m)](const std::shared_ptr<HttpConnection>& self) mutable {
-        if (self) return self->OnReply(post, slot, std::move(text), is_error);
+        if (self) {
+          if (retry_after > 0 && !post->new_session_id.empty()) post->retry_after = retry_after;
+          return self->OnReply(post, slot, std::move(text), is_error);
+        }
         // The client went away. A reply on an SSE stream is recorded, so a client that resumes
         // the stream gets it; a JSON reply had no stream and is dropped.
         if (std::uint64_t stream = post->shared_stream.load()) {
@@ -588,8 +596,12 @@ void HttpConnection::FinishJson(PostState& post) {
   if (!post.new_session_id.empty() && !post.initialize_failed) {
     headers.emplace_back("Mcp-Session-Id", post.new_session_id);
   }
+  // An upstream at its instance cap: the client may try again later (the body says which).
+  const bool busy = post.initialize_failed && post.retry_after > 0;
+  if (busy) headers.emplace_back("Retry-After", std::to_string(post.retry_after));
   FinishPost(post);
-  SendJson(Status::ok, std::move(body), request_keep_alive_, headers);
+  SendJson(busy ? Status::service_unavailable : Status::ok, std::move(body), request_keep_alive_,
+           headers);
 }
 
 void HttpConnection::FinishPost(PostState& post) {

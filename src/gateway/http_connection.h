@@ -67,6 +67,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     std::string session_id;          // the session the POST went to
     std::string new_session_id;      // set on a successful-so-far initialize
     bool initialize_failed = false;  // the initialize's reply was an error
+    int retry_after = 0;  // seconds: the initialize was refused for a full upstream (503)
   };
 
   // This connection as other threads see it: what a session's callbacks and the admin host's

@@ -59,6 +59,7 @@ std::string TextOf(const json& result) {
 // Code for a request refused by policy that is not a tool call (resources/read, prompts/get...):
 // MCP defines none, so warden uses one of the implementation-defined server errors.
 constexpr int kDeniedByPolicy = -32003;
+constexpr int kUpstreamBusyRetrySeconds = 5;
 
 }  // namespace
 
@@ -177,8 +178,9 @@ void McpSession::HandleRequest(const mcp::Request& request, Exchange exchange) {
     return reply_now(mcp::MakeError(request.id, mcp::kInvalidRequest,
                                     "server not initialized: send initialize before " + m));
   if (m == "tools/list")
-    return Run(request, std::move(exchange),
-               Sync([this](const mcp::Request& r, InFlight&) { return ListTools(r); }));
+    return Run(request, std::move(exchange), [this](const mcp::Request& r, InFlight& f, Reply reply) {
+      ListTools(r, f, std::move(reply));
+    });
   if (m == "tools/call")
     return Run(request, std::move(exchange),
                [this](const mcp::Request& r, InFlight& f, Reply reply) {
@@ -224,6 +226,13 @@ mcp::Message McpSession::Initialize(const mcp::Request& request) {
   // The session's upstreams start now, in the background: tools/list waits for them.
   auto upstreams = std::make_shared<SessionUpstreams>(core_, *this);
   Status started = upstreams->Start(*policy, client_caps, client_info, version);
+  if (!started.ok() && upstreams->at_cap()) {
+    // Retry-After for HTTP (the transport answers 503); a stdio client reads the message.
+    mcp::ErrorResponse busy{request.id, kUpstreamBusy,
+                            "warden cannot open this session now: " + started.message(),
+                            json{{"retryAfter", kUpstreamBusyRetrySeconds}}};
+    return busy;
+  }
   if (!started.ok())
     return mcp::MakeError(request.id, mcp::kInternalError,
                           "could not start the upstream servers: " + started.message());
@@ -345,6 +354,14 @@ MessageSink McpSession::RelatedSinkFor(const std::string& upstream) {
   return nullptr;
 }
 
+bool McpSession::HasRequestTo(const std::string& upstream) {
+  std::lock_guard lock(mu_);
+  for (auto& [key, flight] : in_flight_) {
+    if (flight->upstream == upstream) return true;
+  }
+  return false;
+}
+
 json McpSession::client_capabilities() const {
   std::lock_guard lock(mu_);
   return client_capabilities_;
@@ -352,23 +369,28 @@ json McpSession::client_capabilities() const {
 
 // ---- tools ----
 
-mcp::Message McpSession::ListTools(const mcp::Request& request) {
-  json list = json::array();
-  std::shared_ptr<const policy::Policy> policy = core_.policy().Current();
-  if (policy) {
-    policy::CallContext who{caller_.tenant, caller_.user, caller_.agent, caller_.scope};
-    for (const BuiltinTool& tool : core_.tools().list()) {
-      if (policy::Visible(*policy, who, tool.name, {})) list.push_back(tool.definition);
-    }
-    if (upstreams_) {
-      for (json& tool : upstreams_->Tools()) {
+void McpSession::ListTools(const mcp::Request& request, InFlight& flight, Reply reply) {
+  auto self = shared_from_this();
+  auto answer = [self, id = request.id, reply = std::move(reply)](std::vector<json> upstream_tools) {
+    json list = json::array();
+    std::shared_ptr<const policy::Policy> policy = self->core_.policy().Current();
+    if (policy) {
+      const Caller& c = self->caller_;
+      policy::CallContext who{c.tenant, c.user, c.agent, c.scope};
+      for (const BuiltinTool& tool : self->core_.tools().list()) {
+        if (policy::Visible(*policy, who, tool.name, {})) list.push_back(tool.definition);
+      }
+      for (json& tool : upstream_tools) {
         if (policy::Visible(*policy, who, tool["name"].get<std::string>(), {}))
           list.push_back(std::move(tool));
       }
     }
-  }
-  // One page holds every tool: a cursor is never issued, and one sent anyway is ignored.
-  return mcp::Response{request.id, {{"tools", std::move(list)}}};
+    // One page holds every tool: a cursor is never issued, and one sent anyway is ignored.
+    reply(mcp::Response{id, {{"tools", std::move(list)}}});
+  };
+  if (!upstreams_) return answer({});
+  // Waits for upstreams still starting without holding this worker.
+  upstreams_->Tools(flight, std::move(answer));
 }
 
 void McpSession::CallTool(const mcp::Request& request, InFlight& flight, Reply reply) {
@@ -394,15 +416,18 @@ void McpSession::CallTool(const mcp::Request& request, InFlight& flight, Reply r
                                   "tools/call params.arguments must be an object"));
     call->arguments = args;
   }
+  auto decide = [self = shared_from_this(), call, id = request.id, reply = std::move(reply)] {
+    self->core_.pipeline().RunAsync(*call, [call, id, reply](const StageOutcome& outcome) {
+      reply(CallToolReply(id, *call, outcome));
+    });
+  };
   if (const BuiltinTool* tool = core_.tools().Find(call->tool)) {
     call->server = tool->server;
   } else if (upstreams_) {
-    upstreams_->Route(*call, *params, flight);
+    // Waits (bounded, holding no thread) for an upstream that is still starting.
+    return upstreams_->Route(call, *params, flight, std::move(decide));
   }
-  core_.pipeline().RunAsync(
-      *call, [call, id = request.id, reply = std::move(reply)](const StageOutcome& outcome) {
-        reply(CallToolReply(id, *call, outcome));
-      });
+  decide();
 }
 
 mcp::Message McpSession::CallToolReply(const mcp::Id& id, const CallContext& call,

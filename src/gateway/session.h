@@ -6,7 +6,8 @@
 //
 // Threading: Handle may be called from any thread. Requests that take time (tools/call, anything
 // forwarded upstream) run on the gateway's worker pool and answer through their Exchange later;
-// cheap ones (ping, initialize errors, tools/list from the cache) answer before Handle returns.
+// cheap ones (ping, initialize) answer before Handle returns. Nothing holds a worker while it
+// waits for an upstream to start.
 // Contract: docs/gateway.md.
 #pragma once
 
@@ -32,6 +33,11 @@ namespace warden::gateway {
 
 class GatewayCore;
 class SessionUpstreams;
+
+// initialize refused because an upstream has as many live instances as its policy allows
+// (upstream_instances.h); error.data is {"retryAfter": SECONDS}. HTTP answers it with 503 and
+// Retry-After.
+inline constexpr int kUpstreamBusy = -32004;
 
 // Where a session's outgoing messages go.
 using MessageSink = std::function<void(const mcp::Message&)>;
@@ -115,7 +121,7 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   void Run(const mcp::Request& request, Exchange exchange, Work work);
   // Work that answers before it returns.
   static Work Sync(std::function<mcp::Message(const mcp::Request&, InFlight&)> work);
-  mcp::Message ListTools(const mcp::Request& request);
+  void ListTools(const mcp::Request& request, InFlight& flight, Reply reply);
   void CallTool(const mcp::Request& request, InFlight& flight, Reply reply);
   // The answer to a tools/call once the pipeline has decided (and run) it.
   static mcp::Message CallToolReply(const mcp::Id& id, const CallContext& call,
@@ -130,6 +136,8 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   // Where a message an upstream sends while serving one of our requests goes: the related sink
   // of a request in flight to `upstream`, else the session's stream, else nullptr.
   MessageSink RelatedSinkFor(const std::string& upstream);
+  // Whether a request of this session is in flight to `upstream`.
+  bool HasRequestTo(const std::string& upstream);
   nlohmann::json client_capabilities() const;
   // Runs `call` (a forwarded non-tool request, or a request from an upstream) through the
   // pipeline with `send` as its execution, and answers `request` with what came back.

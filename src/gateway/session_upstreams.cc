@@ -26,6 +26,11 @@ mcp::Message LocalError(const mcp::Id& id, int code, std::string message) {
 // no listing named to the server whose templates could have produced it.
 std::string TemplatePrefix(const std::string& tmpl) { return tmpl.substr(0, tmpl.find('{')); }
 
+// Progress tokens and the ids of requests made of the client: unique in the process, since
+// several sessions share an instance and each keeps only its own.
+std::atomic<uint64_t> g_counter{0};
+std::string NextToken() { return "warden-" + std::to_string(g_counter.fetch_add(1)); }
+
 }  // namespace
 
 SessionUpstreams::~SessionUpstreams() { StopAll(); }
@@ -33,237 +38,153 @@ SessionUpstreams::~SessionUpstreams() { StopAll(); }
 Status SessionUpstreams::Start(const policy::Policy& policy, const json& client_caps,
                                const json& client_info, const std::string& protocol_version) {
   if (policy.upstreams.empty()) return Status::Ok();
-  if (!core_.options().make_upstream)
-    return Status::Error("the policy names upstream servers but this gateway has no MCP client");
-  json offered = json::object();
-  for (const char* cap : {"sampling", "elicitation", "roots"}) {
-    if (client_caps.is_object() && client_caps.contains(cap)) offered[cap] = client_caps[cap];
-  }
-  std::string client_name = client_info.is_object() ? client_info.value("name", "") : "";
+  std::shared_ptr<InstanceListener> self = shared_from_this();
   for (const auto& [name, up] : policy.upstreams) {
+    auto acquired = core_.instances().Acquire(policy, name, up, session_.caller(), session_.id(),
+                                              client_caps, client_info, protocol_version, self);
+    if (!acquired.instance) {
+      at_cap_ = acquired.at_cap;
+      StopAll();  // lets go of those already taken
+      return acquired.error.Wrap("upstream " + name);
+    }
     auto entry = std::make_unique<Entry>();
     entry->name = name;
     entry->prefix = up.prefix;
-    upstream::Spec spec;
-    spec.name = name;
-    spec.command = up.command;
-    spec.url = up.url;
-    spec.ca_file = up.ca_file;
-    if (!up.command.empty()) {
-      auto box = GatewayCore::UpstreamSandbox(policy, up);
-      if (!box) return box.status().Wrap("upstream " + name);
-      spec.sandbox = std::move(*box);
-    }
-    upstream::ClientOptions options;
-    options.client_capabilities = offered;
-    options.client_info = {{"name", client_name.empty() ? "warden" : "warden for " + client_name},
-                           {"version", core_.options().server_version}};
-    options.protocol_version = protocol_version;
-    options.connect_timeout =
-        std::chrono::duration_cast<std::chrono::milliseconds>(core_.options().upstream_ready_timeout);
-    Entry* raw = entry.get();
-    std::weak_ptr<SessionUpstreams> weak = weak_from_this();
-    upstream::Events events;
-    events.on_notification = [weak, raw](const mcp::Notification& note) {
-      if (auto self = weak.lock()) self->OnNotification(*raw, note);
-    };
-    events.on_request = [weak, raw](const mcp::Request& request,
-                                    std::function<void(mcp::Message)> reply) {
-      if (auto self = weak.lock()) {
-        self->OnRequest(*raw, request, std::move(reply));
-      } else {
-        reply(LocalError(request.id, mcp::kInternalError, "the session has ended"));
-      }
-    };
-    events.on_state = [weak, raw](upstream::State state, const std::string& why) {
-      if (auto self = weak.lock()) self->OnState(*raw, state, why);
-    };
-    auto client = core_.options().make_upstream(std::move(spec), std::move(events), options);
-    if (!client) return client.status().Wrap("upstream " + name);
-    entry->client = std::move(*client);
+    entry->instance = std::move(acquired.instance);
     entries_.push_back(std::move(entry));
   }
-  for (auto& entry : entries_) entry->client->Start();
   return Status::Ok();
 }
 
-void SessionUpstreams::OnState(Entry& entry, upstream::State state, const std::string& why) {
-  if (state == upstream::State::kReady) {
-    bool announce;
+SessionUpstreams::Entry* SessionUpstreams::EntryOf(const UpstreamInstance& instance) {
+  for (auto& entry : entries_) {
+    if (entry->instance.get() == &instance) return entry.get();
+  }
+  return nullptr;
+}
+
+void SessionUpstreams::WaitListed(const std::vector<Entry*>& entries, bool through_restarts,
+                                  McpSession::InFlight& flight, std::function<void()> done) {
+  if (entries.empty()) return done();
+  struct Wait {
+    std::mutex mu;
+    size_t left;
+    std::function<void()> done;
+    std::vector<std::pair<std::shared_ptr<UpstreamInstance>, uint64_t>> tickets;
+  };
+  auto wait = std::make_shared<Wait>();
+  wait->left = entries.size();
+  wait->done = std::move(done);
+  auto one_done = [wait](bool) {
+    std::function<void()> done;
     {
-      std::lock_guard lock(entry.mu);
-      announce = entry.listed;  // a restart: the client may already hold the old list
-      entry.error.clear();
-      entry.down = false;
+      std::lock_guard lock(wait->mu);
+      if (--wait->left > 0) return;
+      done = std::move(wait->done);
     }
-    auto self = shared_from_this();
-    core_.Post([self, &entry, announce] { self->ListToolsOf(entry, announce); });
-    return;
+    if (done) done();
+  };
+  const auto timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(core_.options().upstream_ready_timeout);
+  for (Entry* entry : entries) {
+    uint64_t ticket = entry->instance->WhenListed(timeout, through_restarts, one_done);
+    if (ticket == 0) continue;
+    std::lock_guard lock(wait->mu);
+    wait->tickets.emplace_back(entry->instance, ticket);
   }
-  if (state == upstream::State::kRestarting || state == upstream::State::kStopped) {
-    // An operator must be able to see why an upstream is missing from the lists.
-    if (!stopped_.load())
-      std::fprintf(stderr, "warden: upstream %s: %s%s\n", entry.name.c_str(), why.c_str(),
-                   state == upstream::State::kRestarting ? " (restarting)" : " (given up)");
-  }
-  if (state == upstream::State::kRestarting) {
-    std::lock_guard lock(entry.mu);
-    entry.down = true;
-    entry.error = why;
-    entry.cv.notify_all();
-    return;
-  }
-  if (state == upstream::State::kStopped) {
-    std::lock_guard lock(entry.mu);
-    entry.gone = true;
-    entry.error = why;
-    entry.cv.notify_all();
-  }
-}
-
-void SessionUpstreams::ListToolsOf(Entry& entry, bool announce) {
-  if (stopped_.load()) return;
-  auto listed = ListAll(entry, "tools/list", "tools");
-  std::set<std::string> shown;
-  std::string error;
-  json tools = json::array();
-  const int64_t generation = PinGeneration();
-  if (listed) {
-    for (json& t : *listed) {
-      if (t.is_object() && t.contains("name") && t["name"].is_string()) tools.push_back(std::move(t));
+  // A cancelled request (the client cancelled, the session closes, a kill switch) stops waiting.
+  flight.cancel->OnCancel([wait] {
+    std::vector<std::pair<std::shared_ptr<UpstreamInstance>, uint64_t>> tickets;
+    {
+      std::lock_guard lock(wait->mu);
+      tickets = wait->tickets;
     }
-    auto allowed = Review(entry, tools);
-    if (allowed) shown = std::move(*allowed);
-    else error = allowed.status().message();  // fail closed: nothing shown
-  } else {
-    error = listed.status().message();
-  }
-  {
-    std::lock_guard lock(entry.mu);
-    entry.tools = std::move(tools);
-    entry.shown = std::move(shown);
-    entry.error = error;
-    entry.pin_generation = generation;
-    entry.listed = true;
-  }
-  entry.cv.notify_all();
-  if (announce)
-    session_.SendToStream(mcp::Notification{"notifications/tools/list_changed", std::nullopt});
+    for (auto& [instance, ticket] : tickets) instance->Abandon(ticket);
+  });
 }
 
-bool SessionUpstreams::WaitListed(Entry& entry) {
-  std::unique_lock lock(entry.mu);
-  return entry.cv.wait_for(lock, core_.options().upstream_ready_timeout,
-                           [&] { return entry.listed || entry.gone || entry.down || stopped_.load(); }) &&
-         entry.listed;
-}
-
-Result<json> SessionUpstreams::ListAll(Entry& entry, const std::string& method,
-                                       const char* member) {
-  json all = json::array();
-  json cursor;
-  for (int page = 0; page < 100; ++page) {
-    json params = json::object();
-    if (!cursor.is_null()) params["cursor"] = cursor;
-    mcp::Message reply = SendAndWait(entry, method, params, nullptr);
-    if (auto* err = std::get_if<mcp::ErrorResponse>(&reply))
-      return Status::Error(method + " on upstream " + entry.name + ": " + err->message);
-    const json& result = std::get<mcp::Response>(reply).result;
-    if (result.is_object() && result.contains(member) && result[member].is_array()) {
-      for (const json& item : result[member]) all.push_back(item);
+void SessionUpstreams::Tools(McpSession::InFlight& flight,
+                             std::function<void(std::vector<json>)> done) {
+  std::vector<Entry*> all;
+  for (auto& entry : entries_) all.push_back(entry.get());
+  auto self = shared_from_this();
+  McpSession::InFlight* f = &flight;
+  WaitListed(all, /*through_restarts=*/false, flight, [self, f, done = std::move(done)] {
+    f->cancel->OnCancel({});
+    std::vector<json> out;
+    for (auto& entry : self->entries_) {
+      json tools;
+      std::set<std::string> shown;
+      if (!entry->instance->Listed(&tools, &shown)) continue;
+      for (const json& t : tools) {
+        const std::string name = t["name"].get<std::string>();
+        if (!shown.count(name)) continue;
+        json exposed = t;
+        exposed["name"] = ExposedName(entry->prefix, name);
+        out.push_back(std::move(exposed));
+      }
     }
-    if (!result.is_object() || !result.contains("nextCursor") || result["nextCursor"].is_null())
-      return all;
-    cursor = result["nextCursor"];
-  }
-  return Status::Error(method + " on upstream " + entry.name + ": more than 100 pages");
+    done(std::move(out));
+  });
 }
 
-int64_t SessionUpstreams::PinGeneration() const {
-  return core_.options().pin_generation ? core_.options().pin_generation() : -1;
-}
-
-Result<std::set<std::string>> SessionUpstreams::Review(Entry& entry, const json& tools) {
-  std::set<std::string> shown;
-  if (!core_.options().pin_review) {
-    for (const json& t : tools) shown.insert(t["name"].get<std::string>());
-    return shown;
-  }
-  auto allowed = core_.options().pin_review(entry.name, entry.prefix, tools);
-  if (!allowed) return allowed.status().Wrap("tool pins");
-  shown.insert(allowed->begin(), allowed->end());
-  return shown;
-}
-
-void SessionUpstreams::RefreshPins(Entry& entry) {
-  const int64_t generation = PinGeneration();
-  json tools;
-  {
-    std::lock_guard lock(entry.mu);
-    if (!entry.listed || entry.pin_generation == generation) return;
-    tools = entry.tools;
-  }
-  auto allowed = Review(entry, tools);
-  std::lock_guard lock(entry.mu);
-  entry.shown = allowed ? std::move(*allowed) : std::set<std::string>{};
-  entry.pin_generation = generation;
-}
-
-std::vector<json> SessionUpstreams::Tools() {
-  std::vector<json> out;
+void SessionUpstreams::Route(const std::shared_ptr<CallContext>& call, const json& params,
+                             McpSession::InFlight& flight, std::function<void()> then) {
+  // The upstreams whose prefix the name carries (every one with an empty prefix could serve it).
+  std::vector<Entry*> candidates, waiting;
   for (auto& entry : entries_) {
-    if (!WaitListed(*entry)) continue;
-    RefreshPins(*entry);
-    std::lock_guard lock(entry->mu);
-    for (const json& t : entry->tools) {
-      const std::string name = t["name"].get<std::string>();
-      if (!entry->shown.count(name)) continue;
-      json exposed = t;
-      exposed["name"] = ExposedName(entry->prefix, name);
-      out.push_back(std::move(exposed));
-    }
+    if (!entry->prefix.empty() &&
+        !(call->tool.size() > entry->prefix.size() + 2 &&
+          call->tool.compare(0, entry->prefix.size() + 2, entry->prefix + "__") == 0))
+      continue;
+    candidates.push_back(entry.get());
+    json tools;
+    std::set<std::string> shown;
+    if (!entry->instance->Listed(&tools, &shown)) waiting.push_back(entry.get());
   }
-  return out;
+  if (waiting.empty()) {
+    RouteNow(*call, params, flight, candidates);
+    return then();
+  }
+  // Not listed yet (starting, or restarting before its first listing): wait without a thread.
+  auto self = shared_from_this();
+  McpSession::InFlight* f = &flight;
+  WaitListed(waiting, /*through_restarts=*/true, flight,
+             [self, call, params, f, candidates, then = std::move(then)] {
+               f->cancel->OnCancel({});
+               self->RouteNow(*call, params, *f, candidates);
+               then();
+             });
 }
 
-void SessionUpstreams::Route(CallContext& call, const json& params, McpSession::InFlight& flight) {
-  for (auto& entry : entries_) {
-    std::string upstream_name;
-    if (entry->prefix.empty()) {
-      upstream_name = call.tool;
-    } else if (call.tool.size() > entry->prefix.size() + 2 &&
-               call.tool.compare(0, entry->prefix.size() + 2, entry->prefix + "__") == 0) {
-      upstream_name = call.tool.substr(entry->prefix.size() + 2);
-    } else {
+void SessionUpstreams::RouteNow(CallContext& call, const json& params, McpSession::InFlight& flight,
+                                const std::vector<Entry*>& candidates) {
+  Entry* not_ready = nullptr;
+  for (Entry* entry : candidates) {
+    const std::string upstream_name =
+        entry->prefix.empty() ? call.tool : call.tool.substr(entry->prefix.size() + 2);
+    json tools;
+    std::set<std::string> shown;
+    if (!entry->instance->Listed(&tools, &shown)) {
+      if (!not_ready) not_ready = entry;
       continue;
     }
-    if (!WaitListed(*entry)) continue;
-    bool known = false, shown = false;
+    bool known = false;
     json definition;
-    {
-      std::lock_guard lock(entry->mu);
-      for (const json& t : entry->tools) {
-        if (t["name"] == upstream_name) {
-          known = true;
-          definition = t;
-        }
+    for (const json& t : tools) {
+      if (t["name"] == upstream_name) {
+        known = true;
+        definition = t;
       }
-      shown = entry->shown.count(upstream_name) > 0;
     }
     if (!known) continue;
-    if (!shown) {
-      // Perhaps approved since the last review (`warden tools approve`): look again.
-      RefreshPins(*entry);
-      std::lock_guard lock(entry->mu);
-      shown = entry->shown.count(upstream_name) > 0;
-    }
     call.server = entry->name;
     flight.upstream = entry->name;
     // A tool whose definition changed since it was pinned stays unexecutable: without `forward`
     // the execute stage answers it as an unknown tool, as tools/list hides it.
-    if (!shown) return;
+    if (!shown.count(upstream_name)) return;
     call.tool_definition = std::move(definition);
-    Entry* e = entry.get();
+    Entry* e = entry;
     McpSession::InFlight* f = &flight;
     json forwarded = params;
     forwarded["name"] = upstream_name;
@@ -277,6 +198,21 @@ void SessionUpstreams::Route(CallContext& call, const json& params, McpSession::
     };
     return;
   }
+  if (!not_ready) return;  // nobody serves it: the execute stage says unknown tool
+  // The upstream the name points to never became ready in time: the call fails (audited, after
+  // the policy decided it) naming it, rather than pretending the tool does not exist.
+  call.server = not_ready->name;
+  flight.upstream = not_ready->name;
+  std::string why = not_ready->instance->error();
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          core_.options().upstream_ready_timeout)
+                          .count();
+  std::string message = "upstream " + not_ready->name + " is not ready";
+  message += why.empty() ? " (still starting after " + std::to_string(waited) + " ms)"
+                         : ": " + why;
+  call.forward = [message](CallContext&, CallContext::ForwardDone done) {
+    done(Status::Error(message));
+  };
 }
 
 Result<ToolResult> SessionUpstreams::ToolResultOf(const std::string& upstream,
@@ -317,7 +253,7 @@ void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json p
   if (flight && params.is_object() && params.contains("_meta") && params["_meta"].is_object() &&
       params["_meta"].contains("progressToken")) {
     // Two sessions (or two calls) may use the same token: the upstream sees one of ours.
-    token = "warden-" + std::to_string(counter_.fetch_add(1));
+    token = NextToken();
     {
       std::lock_guard lock(mu_);
       progress_[token] = {params["_meta"]["progressToken"],
@@ -325,7 +261,7 @@ void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json p
     }
     params["_meta"]["progressToken"] = token;
   }
-  upstream::Client* client = entry.client.get();
+  upstream::Client* client = &entry.client();
   // The reply may come before the cancel action is registered below (on another thread, or on
   // this one inside Send): the action must then not be registered at all, since it would outlive
   // the request. Recursive: a cancel action run at once may complete the request on this thread.
@@ -357,6 +293,12 @@ void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json p
       });
     }
   }
+}
+
+Result<json> SessionUpstreams::ListAll(Entry& entry, const std::string& method,
+                                       const char* member) {
+  return ListAllPages(entry.name, method, member,
+                      [&](json params) { return SendAndWait(entry, method, params, nullptr); });
 }
 
 mcp::Message SessionUpstreams::SendAndWait(Entry& entry, const std::string& method, json params,
@@ -412,8 +354,8 @@ SessionUpstreams::Entry* SessionUpstreams::FindOwnerOfUri(const std::string& uri
   // first. One upstream with resources is the only one that can know; with several, list them.
   std::vector<Entry*> with_resources;
   for (auto& entry : entries_) {
-    if (!entry->client->WaitReady(core_.options().upstream_ready_timeout)) continue;
-    if (entry->client->info().capabilities.contains("resources")) with_resources.push_back(entry.get());
+    if (!entry->client().WaitReady(core_.options().upstream_ready_timeout)) continue;
+    if (entry->client().info().capabilities.contains("resources")) with_resources.push_back(entry.get());
   }
   if (with_resources.size() == 1) return with_resources.front();
   for (Entry* entry : with_resources) {
@@ -473,8 +415,8 @@ mcp::Message SessionUpstreams::Forward(const mcp::Request& request, McpSession::
     const char* gate = prompts ? "prompts/get" : "resources/read";
     json merged = json::array();
     for (auto& entry : entries_) {
-      if (!entry->client->WaitReady(core_.options().upstream_ready_timeout)) continue;
-      if (!entry->client->info().capabilities.contains(cap)) continue;
+      if (!entry->client().WaitReady(core_.options().upstream_ready_timeout)) continue;
+      if (!entry->client().info().capabilities.contains(cap)) continue;
       if (!policy::Visible(*policy, who, MethodToolName(entry->name, gate), {})) continue;
       auto items = ListAll(*entry, m, member);
       if (!items) continue;  // one failing upstream does not hide the others
@@ -499,8 +441,11 @@ mcp::Message SessionUpstreams::Forward(const mcp::Request& request, McpSession::
 
   if (m == "logging/setLevel") {
     for (auto& entry : entries_) {
-      if (!entry->client->WaitReady(core_.options().upstream_ready_timeout)) continue;
-      if (!entry->client->info().capabilities.contains("logging")) continue;
+      // The log of a shared instance goes to no session (upstream_instances.h): its level is
+      // not one session's to set.
+      if (entry->instance->shared_between_users()) continue;
+      if (!entry->client().WaitReady(core_.options().upstream_ready_timeout)) continue;
+      if (!entry->client().info().capabilities.contains("logging")) continue;
       CallContext call = ContextFor(caller, session_id, *entry, m, params);
       Entry* e = entry.get();
       session_.Decided(request, call, [&] { return SendAndWait(*e, m, params, &flight); });
@@ -544,16 +489,56 @@ mcp::Message SessionUpstreams::Forward(const mcp::Request& request, McpSession::
   if (!owner) return LocalError(request.id, mcp::kMethodNotFound, "Method not found: " + m);
   flight.upstream = owner->name;
   CallContext call = ContextFor(caller, session_id, *owner, m, params);
+  if (m == "resources/subscribe" || m == "resources/unsubscribe")
+    return Subscription(request, flight, call, *owner, params["uri"].get<std::string>());
   return session_.Decided(request, call, [&] { return SendAndWait(*owner, m, forwarded, &flight); });
 }
 
-void SessionUpstreams::OnNotification(Entry& entry, const mcp::Notification& note) {
-  const std::string& m = note.method;
-  if (m == "notifications/tools/list_changed") {
-    auto self = shared_from_this();
-    core_.Post([self, &entry] { self->ListToolsOf(entry, /*announce=*/true); });
-    return;
+mcp::Message SessionUpstreams::Subscription(const mcp::Request& request,
+                                            McpSession::InFlight& flight, CallContext& call,
+                                            Entry& owner, const std::string& uri) {
+  const json params = request.params.value_or(json::object());
+  if (request.method == "resources/subscribe") {
+    mcp::Message reply = session_.Decided(
+        request, call, [&] { return SendAndWait(owner, request.method, params, &flight); });
+    if (std::holds_alternative<mcp::Response>(reply)) {
+      bool first;
+      {
+        std::lock_guard lock(mu_);
+        first = subscribed_[&owner].insert(uri).second;
+      }
+      if (first) owner.instance->Subscribed(uri);
+    }
+    return reply;
   }
+  bool held;
+  {
+    std::lock_guard lock(mu_);
+    held = subscribed_[&owner].erase(uri) > 0;
+  }
+  // The upstream is told only when no other session holding the instance still wants it.
+  const bool last = !held || owner.instance->Unsubscribed(uri);
+  return session_.Decided(request, call, [&]() -> mcp::Message {
+    if (last) return SendAndWait(owner, request.method, params, &flight);
+    return mcp::Response{request.id, json::object()};
+  });
+}
+
+void SessionUpstreams::OnInstanceToolsChanged(UpstreamInstance&) {
+  if (stopped_.load()) return;
+  session_.SendToStream(mcp::Notification{"notifications/tools/list_changed", std::nullopt});
+}
+
+bool SessionUpstreams::HasRequestOn(const UpstreamInstance& instance) {
+  return session_.HasRequestTo(instance.name());
+}
+
+void SessionUpstreams::OnInstanceNotification(UpstreamInstance& instance,
+                                              const mcp::Notification& note) {
+  if (stopped_.load()) return;
+  Entry* entry = EntryOf(instance);
+  if (!entry) return;
+  const std::string& m = note.method;
   if (m == "notifications/progress") {
     if (!note.params || !note.params->is_object() || !note.params->contains("progressToken")) return;
     const json& t = (*note.params)["progressToken"];
@@ -562,7 +547,7 @@ void SessionUpstreams::OnNotification(Entry& entry, const mcp::Notification& not
     {
       std::lock_guard lock(mu_);
       auto it = progress_.find(t.get<std::string>());
-      if (it == progress_.end()) return;  // not ours, or the call has ended
+      if (it == progress_.end()) return;  // another session's, or the call has ended
       p = it->second;
     }
     json params = *note.params;
@@ -577,36 +562,40 @@ void SessionUpstreams::OnNotification(Entry& entry, const mcp::Notification& not
   }
   if (m == "notifications/message") {
     json params = note.params.value_or(json::object());
-    if (params.is_object() && !params.contains("logger")) params["logger"] = entry.name;
+    if (params.is_object() && !params.contains("logger")) params["logger"] = entry->name;
     session_.SendToStream(mcp::Notification{m, std::move(params)});
     return;
   }
-  if (m == "notifications/resources/updated" || m == "notifications/resources/list_changed" ||
-      m == "notifications/prompts/list_changed") {
+  if (m == "notifications/resources/updated") {
+    // Only to the sessions that subscribed to it: the instance may be another session's too.
+    if (!note.params || !note.params->is_object() || !note.params->contains("uri") ||
+        !(*note.params)["uri"].is_string())
+      return;
+    {
+      std::lock_guard lock(mu_);
+      auto it = subscribed_.find(entry);
+      if (it == subscribed_.end() || !it->second.count((*note.params)["uri"].get<std::string>()))
+        return;
+    }
     session_.SendToStream(note);
     return;
   }
-  // Anything else (cancellations of requests the upstream made, unknown notifications) stops here.
+  if (m == "notifications/resources/list_changed" || m == "notifications/prompts/list_changed")
+    session_.SendToStream(note);
 }
 
-void SessionUpstreams::OnRequest(Entry& entry, const mcp::Request& request,
-                                 std::function<void(mcp::Message)> reply) {
-  if (request.method == "ping") {
-    reply(mcp::Response{request.id, json::object()});
-    return;
-  }
-  if (request.method != "sampling/createMessage" && request.method != "elicitation/create" &&
-      request.method != "roots/list") {
-    reply(LocalError(request.id, mcp::kMethodNotFound, "Method not found: " + request.method));
-    return;
-  }
+void SessionUpstreams::OnInstanceRequest(UpstreamInstance& instance, const mcp::Request& request,
+                                         std::function<void(mcp::Message)> reply) {
+  Entry* entry = EntryOf(instance);
+  if (!entry || stopped_.load())
+    return reply(LocalError(request.id, mcp::kInternalError, "the session has ended"));
   // Decided on a worker: the policy and the audit write, then a wait for the client's answer.
   auto self = shared_from_this();
-  core_.Post([self, &entry, request, reply = std::move(reply)] {
+  core_.Post([self, entry, request, reply = std::move(reply)] {
     json params = request.params.value_or(json::object());
-    CallContext call = self->ContextFor(self->session_.caller(), self->session_.id(), entry,
+    CallContext call = self->ContextFor(self->session_.caller(), self->session_.id(), *entry,
                                         request.method, params);
-    reply(self->session_.Decided(request, call, [&] { return self->AskClient(entry, request); }));
+    reply(self->session_.Decided(request, call, [&] { return self->AskClient(*entry, request); }));
   });
 }
 
@@ -622,7 +611,7 @@ mcp::Message SessionUpstreams::AskClient(Entry& entry, const mcp::Request& reque
   if (!sink)
     return LocalError(request.id, mcp::kInternalError,
                       "no open channel to the client for " + request.method);
-  const std::string id = "warden-" + std::to_string(counter_.fetch_add(1));
+  const std::string id = NextToken();
   auto waiter = std::make_shared<std::promise<mcp::Message>>();
   std::future<mcp::Message> answer = waiter->get_future();
   {
@@ -656,23 +645,33 @@ void SessionUpstreams::ClientReplied(const mcp::Message& message) {
 }
 
 void SessionUpstreams::NotifyAll(const std::string& method, const json& params) {
-  for (auto& entry : entries_) entry->client->Notify(method, params);
+  for (auto& entry : entries_) {
+    // A shared instance was offered no roots: no client's list is its business.
+    if (entry->instance->shared_between_users()) continue;
+    entry->client().Notify(method, params);
+  }
 }
 
 void SessionUpstreams::StopAll() {
   if (stopped_.exchange(true)) return;
   std::map<std::string, std::shared_ptr<std::promise<mcp::Message>>> asked;
+  std::map<Entry*, std::set<std::string>> subscribed;
   {
     std::lock_guard lock(mu_);
     asked.swap(asked_);
+    subscribed.swap(subscribed_);
   }
   for (auto& [id, waiter] : asked)
     waiter->set_value(LocalError(mcp::Id(id), mcp::kInternalError, "the session has ended"));
   for (auto& entry : entries_) {
-    entry->client->Stop();
-    std::lock_guard lock(entry->mu);
-    entry->gone = true;
-    entry->cv.notify_all();
+    // What this session subscribed to and nobody else holds is unsubscribed upstream (the
+    // instance may live on for other sessions, or idle).
+    for (const std::string& uri : subscribed[entry.get()]) {
+      if (entry->instance->Unsubscribed(uri) &&
+          entry->instance->identity().mode != policy::Instances::kPerSession)
+        entry->client().Send("resources/unsubscribe", {{"uri", uri}}, [](mcp::Message) {});
+    }
+    core_.instances().Release(entry->instance, this);
   }
 }
 

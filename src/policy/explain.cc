@@ -108,6 +108,9 @@ void UpstreamSummary(const Policy& policy, std::ostream& out) {
       out << "http " << up.url;
     }
     out << "; tools appear as " << (up.prefix.empty() ? "their own names" : up.prefix + "__*");
+    out << "; instances " << InstancesName(up.instances) << " (at most " << up.max_instances;
+    if (up.instances != Instances::kPerSession) out << ", idle ones stop after " << up.idle_ms << " ms";
+    out << ")";
     std::vector<std::string> creds;
     for (const auto& [k, v] : up.credentials.env) creds.push_back("env " + k);
     for (const auto& [k, v] : up.credentials.header) creds.push_back("header " + k);

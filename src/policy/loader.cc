@@ -517,7 +517,9 @@ Status Loader::UpstreamEntry(const std::string& name, const YAML::Node& key_node
   std::optional<YAML::Node> sandbox_node;
   std::optional<YAML::Node> ca_node;
   WARDEN_RETURN_IF_ERROR(r_.Fields(
-      node, path, {"command", "url", "ca_file", "prefix", "sandbox", "credentials"},
+      node, path,
+      {"command", "url", "ca_file", "prefix", "sandbox", "credentials", "instances",
+       "max_instances", "idle"},
       [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
         const std::string kpath = path + "." + key;
         if (key == "command") {
@@ -549,6 +551,31 @@ Status Loader::UpstreamEntry(const std::string& name, const YAML::Node& key_node
                 "expected \"\" or letters, digits, '-' and single '_', got '" + *prefix + "'");
           }
           up.prefix = *prefix;
+        } else if (key == "instances") {
+          auto text = r_.NonEmptyString(value, kpath);
+          if (!text) return text.status();
+          if (*text == "shared") up.instances = Instances::kShared;
+          else if (*text == "per_user") up.instances = Instances::kPerUser;
+          else if (*text == "per_session") up.instances = Instances::kPerSession;
+          else
+            return r_.Error(value, kpath,
+                            "expected shared, per_user or per_session, got '" + *text + "'");
+        } else if (key == "max_instances") {
+          auto n = r_.Count(value, kpath);
+          if (!n) return n.status();
+          if (*n < 1 || *n > 100000)
+            return r_.Error(value, kpath,
+                            "expected a number of live instances from 1 to 100000, got " +
+                                std::to_string(*n));
+          up.max_instances = static_cast<uint32_t>(*n);
+        } else if (key == "idle") {
+          auto text = r_.NonEmptyString(value, kpath);
+          if (!text) return text.status();
+          auto ms = sandbox::ParseDuration(*text);
+          if (!ms) return r_.Error(value, kpath, ms.status().message());
+          if (*ms > 7ull * 24 * 3600 * 1000)
+            return r_.Error(value, kpath, "expected at most 168h, got '" + *text + "'");
+          up.idle_ms = *ms;
         } else if (key == "sandbox") {
           sandbox_node = value;
           return r_.Fields(

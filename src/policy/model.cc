@@ -28,6 +28,18 @@ const char* RiskName(Risk risk) {
 
 const char* AccessName(Access access) { return access == Access::kRead ? "read" : "write"; }
 
+const char* InstancesName(Instances instances) {
+  switch (instances) {
+    case Instances::kShared:
+      return "shared";
+    case Instances::kPerUser:
+      return "per_user";
+    case Instances::kPerSession:
+      return "per_session";
+  }
+  return "per_user";
+}
+
 std::optional<Effect> ParseEffect(std::string_view text) {
   if (text == "allow") return Effect::kAllow;
   if (text == "ask") return Effect::kAsk;

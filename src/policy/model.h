@@ -86,6 +86,15 @@ struct UpstreamCredentials {
   std::map<std::string, std::string> header;  // header -> template ("Bearer {token:NAME}")
 };
 
+// How many live connections (for stdio: processes) an upstream has, and who shares each
+// (docs/gateway.md, "Upstream instances").
+enum class Instances {
+  kShared,      // one for everybody
+  kPerUser,     // one per tenant and user (the default; what per-user credentials need)
+  kPerSession,  // one per MCP session, stopped with it
+};
+const char* InstancesName(Instances instances);  // "shared", "per_user", "per_session"
+
 struct Upstream {
   std::vector<std::string> command;        // stdio: argv, spawned in a sandbox
   std::string url;                         // or Streamable HTTP
@@ -94,6 +103,9 @@ struct Upstream {
   std::string sandbox_profile;             // sandbox.profiles entry; empty: the gateway's default
   std::vector<std::string> sandbox_allow;  // egress allow entries for this upstream's sandbox
   UpstreamCredentials credentials;
+  Instances instances = Instances::kPerUser;
+  uint32_t max_instances = 64;             // live instances at once; a new one past it is refused
+  uint64_t idle_ms = 300000;               // an instance no session holds stops after this
 };
 
 // ---- sandbox ----

@@ -25,8 +25,8 @@ before(async () => {
   tmp = tempDir();
   db = join(tmp.dir, 'warden.db');
   descriptionFile = writeFile(tmp.dir, 'echo-description.txt', HONEST);
-  // Each MCP session starts its own upstream process, which reads the description file afresh:
-  // the change below is what a server updated between two runs would show.
+  // One upstream process serves every session of the local user (instances: per_user); it reads
+  // the description file on every tools/list and says tools/list_changed when it changes.
   warden = await startServe(['--audit-db', db, '--upstream', stdioUpstream('pinned', [NODE, join(FIXTURES, 'tool-server.mjs'), descriptionFile])]);
 });
 after(async () => {
@@ -40,8 +40,11 @@ test('first sight pins the tools; a changed description hides the tool until app
   assert.equal(first.find((t) => t.name === 'pinned__echo').description, HONEST);
 
   writeFile(tmp.dir, 'echo-description.txt', POISONED);
-  const afterChange = await toolsSeen();
-  assert.deepEqual(afterChange.map((t) => t.name), ['pinned__add'], 'the changed tool is hidden; the unchanged one stays');
+  const afterChange = await eventually(async () => {
+    const names = (await toolsSeen()).map((t) => t.name);
+    return names.includes('pinned__echo') ? null : names;
+  }, { withinMs: 10000, everyMs: 200 });
+  assert.deepEqual(afterChange, ['pinned__add'], 'the changed tool is hidden; the unchanged one stays');
 
   const { client } = await connectHttp(warden.url);
   try {
@@ -70,6 +73,9 @@ test('first sight pins the tools; a changed description hides the tool until app
 
 test('a change back to the pinned definition after approval is itself a change', { timeout: 30000 }, async () => {
   writeFile(tmp.dir, 'echo-description.txt', HONEST);
-  const tools = await toolsSeen();
-  assert.deepEqual(tools.map((t) => t.name), ['pinned__add'], 'the pin is now the approved definition');
+  const names = await eventually(async () => {
+    const seen = (await toolsSeen()).map((t) => t.name);
+    return seen.includes('pinned__echo') ? null : seen;
+  }, { withinMs: 10000, everyMs: 200 });
+  assert.deepEqual(names, ['pinned__add'], 'the pin is now the approved definition');
 });

@@ -21,18 +21,11 @@ using nlohmann::json;
 using testing::PolicyFromText;
 using testing::TempDir;
 
-std::string Fixture() {
-  return (std::filesystem::path(__FILE__).parent_path() / ".." / "upstream" / "fixtures" /
-          "echo_server.py")
-      .lexically_normal()
-      .string();
-}
-
 class ForwardingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     gw_ = std::make_unique<testing::TestGateway>(
-        PolicyFromText("version: 1\nupstreams:\n  echo:\n    command: [/usr/bin/python3, \"" + Fixture() +
+        PolicyFromText("version: 1\nupstreams:\n  echo:\n    command: [/usr/bin/python3, \"" + testing::EchoFixture() +
                        "\"]\ntools:\n  - match: { server: echo }\n    risk: low\n"
                        "defaults:\n  effect_by_risk: { low: allow, medium: allow, high: deny }\n"),
         dir_.File("warden.db"), Caller{"", "tester", "", ""},

@@ -369,6 +369,31 @@ TEST_F(HttpServerTest, MissingOrWrongCredentialsAre401WithBearerChallenge) {
   EXPECT_EQ(server_->session_count(), 0u);
 }
 
+TEST_F(HttpServerTest, AnUpstreamAtItsInstanceCapIs503WithRetryAfter) {
+  std::string policy = kUpstreamPolicy;
+  const std::string url = "    url: http://127.0.0.1:9/mcp\n";
+  policy.replace(policy.find(url), url.size(), url + "    instances: per_session\n    max_instances: 1\n");
+  StartServer({}, policy);
+  std::string first = Initialize();
+  ASSERT_FALSE(first.empty());
+  HttpReply refused = Send(Post(InitializeRequest("2025-11-25").dump(), "", "bob-key"));
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_EQ(refused.Header("retry-after"), "5");
+  EXPECT_TRUE(refused.Header("mcp-session-id").empty()) << "no session was opened";
+  json body = refused.Json();
+  EXPECT_EQ(body["error"]["code"], kUpstreamBusy) << refused.body;
+  EXPECT_NE(body["error"]["message"].get<std::string>().find("upstreams.notes.max_instances = 1"),
+            std::string::npos)
+      << refused.body;
+  EXPECT_EQ(server_->session_count(), 1u);
+  // The first session still works; once it is gone there is room again.
+  EXPECT_EQ(Call(Rpc(3, "ping"), first).status, 200);
+  Req del{.method = "DELETE",
+          .headers = {{"Authorization", "Bearer alice-key"}, {"Mcp-Session-Id", first}}};
+  EXPECT_EQ(Send(del).status, 204);
+  EXPECT_FALSE(Initialize("2025-11-25", "bob-key").empty());
+}
+
 TEST_F(HttpServerTest, DeleteEndsTheSessionThenItIs404) {
   StartServer();
   std::string sid = Initialize();

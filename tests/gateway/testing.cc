@@ -11,6 +11,10 @@
 #include "sandbox/pool.h"
 
 namespace warden::gateway::testing {
+
+std::string EchoFixture() {
+  return std::string(WARDEN_SOURCE_DIR) + "/tests/upstream/fixtures/echo_server.py";
+}
 namespace {
 // sandbox__exec launches the warden binary built beside these tests (sandbox/launcher.h).
 const bool kLauncherSet = (setenv("WARDEN_BIN", WARDEN_BIN_PATH, /*overwrite=*/0), true);

@@ -27,6 +27,8 @@ class TempDir {
   std::string path_;
 };
 
+// The real stdio MCP server the upstream tests use (tests/upstream/fixtures/echo_server.py).
+std::string EchoFixture();
 // Loads `yaml`; fails the test (and returns null) when it does not load.
 std::shared_ptr<const policy::Policy> PolicyFromText(const std::string& yaml);
 // Opens (creating) the audit log at `path`; fails the test on error.

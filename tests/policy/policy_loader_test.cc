@@ -275,6 +275,33 @@ TEST(PolicyLoaderTest, UpstreamMistakes) {
                     "test.yaml:3: upstreams.t.ca_file: a CA file only applies to an https:// 'url'");
 }
 
+TEST(PolicyLoaderTest, UpstreamInstanceModel) {
+  const std::string head = "version: 1\nupstreams:\n  t:\n    command: [node, s.mjs]\n";
+  Policy defaults = MustLoad(head);
+  const Upstream& d = defaults.upstreams.at("t");
+  EXPECT_EQ(d.instances, Instances::kPerUser);
+  EXPECT_EQ(d.max_instances, 64u);
+  EXPECT_EQ(d.idle_ms, 300000u);
+  Policy set = MustLoad(head + "    instances: shared\n    max_instances: 3\n    idle: 90s\n");
+  const Upstream& s = set.upstreams.at("t");
+  EXPECT_EQ(s.instances, Instances::kShared);
+  EXPECT_EQ(s.max_instances, 3u);
+  EXPECT_EQ(s.idle_ms, 90000u);
+  EXPECT_EQ(MustLoad(head + "    instances: per_session\n").upstreams.at("t").instances,
+            Instances::kPerSession);
+  EXPECT_EQ(MustLoad(head + "    idle: 0\n").upstreams.at("t").idle_ms, 0u);
+  EXPECT_LOAD_ERROR(head + "    instances: per_tenant\n",
+                    "test.yaml:5: upstreams.t.instances: expected shared, per_user or per_session, "
+                    "got 'per_tenant'");
+  EXPECT_LOAD_ERROR(head + "    max_instances: 0\n",
+                    "test.yaml:5: upstreams.t.max_instances: expected a number of live instances "
+                    "from 1 to 100000, got 0");
+  EXPECT_LOAD_ERROR(head + "    max_instances: many\n", "test.yaml:5: upstreams.t.max_instances:");
+  EXPECT_LOAD_ERROR(head + "    idle: soon\n", "test.yaml:5: upstreams.t.idle:");
+  EXPECT_LOAD_ERROR(head + "    idle: 400h\n",
+                    "test.yaml:5: upstreams.t.idle: expected at most 168h, got '400h'");
+}
+
 TEST(PolicyLoaderTest, HttpsUpstreamKeepsItsCaFile) {
   Policy policy = MustLoad(
       "version: 1\nupstreams:\n  t: { url: \"https://tracker.internal/mcp\", ca_file: ./ca.pem }\n");
