@@ -25,13 +25,10 @@
 //   WARDEN_BIN overrides the warden binary, WARDEN_BENCH_KEEP=1 keeps the targets' output. Run
 //   from anywhere: it works in the source tree.
 #include <dirent.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,8 +43,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -57,9 +52,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/status.h"
-
-extern char** environ;
+#include "bench_http.h"
 
 namespace {
 
@@ -67,36 +60,24 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
 using warden::Result;
 using warden::Status;
 
-constexpr const char* kProtocolVersion = "2025-06-18";
-
-double SecondsSince(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using warden::bench::AwaitReady;
+using warden::bench::Clock;
+using warden::bench::Endpoint;
+using warden::bench::FreePort;
+using warden::bench::kProtocolVersion;
+using warden::bench::LoadAverage;
+using warden::bench::Percentile;
+using warden::bench::ReadFile;
+using warden::bench::Running;
+using warden::bench::SecondsSince;
+using warden::bench::Spawn;
+using warden::bench::Stop;
+using warden::bench::TargetSpec;
 
 // ---- The client: one MCP session over one keep-alive connection. ----
-
-struct Endpoint {
-  std::string host;
-  std::string port;
-  std::string path;
-};
-
-// http://HOST:PORT/PATH only (all targets listen on loopback).
-Result<Endpoint> ParseUrl(const std::string& url) {
-  const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) return Status::Error("not an http:// URL: '" + url + "'");
-  size_t slash = url.find('/', scheme.size());
-  std::string hostport = url.substr(scheme.size(), slash - scheme.size());
-  size_t colon = hostport.rfind(':');
-  if (colon == std::string::npos || slash == std::string::npos) {
-    return Status::Error("URL without a port or path: '" + url + "'");
-  }
-  return Endpoint{hostport.substr(0, colon), hostport.substr(colon + 1), url.substr(slash)};
-}
 
 class McpSession {
  public:
@@ -104,22 +85,13 @@ class McpSession {
 
   // initialize, notifications/initialized and tools/list; keeps the Mcp-Session-Id the server gave.
   Status Open() {
-    nlohmann::json init = {
-        {"jsonrpc", "2.0"},
-        {"id", next_id_++},
-        {"method", "initialize"},
-        {"params",
-         {{"protocolVersion", kProtocolVersion},
-          {"capabilities", nlohmann::json::object()},
-          {"clientInfo", {{"name", "warden-gateway-bench"}, {"version", "1"}}}}}};
-    auto reply = Post(init.dump());
+    auto reply = Post(warden::bench::InitializeBody(next_id_++, "warden-gateway-bench"));
     if (!reply.ok()) return reply.status().Wrap("initialize");
     if (session_id_.empty()) return Status::Error("initialize: no Mcp-Session-Id in the reply");
-    auto ack = Post(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+    auto ack = Post(warden::bench::kInitializedBody);
     if (!ack.ok()) return ack.status().Wrap("notifications/initialized");
     // As clients do before calling; a gateway also waits here for its upstream to be ready.
-    auto list = Post(R"({"jsonrpc":"2.0","id":)" + std::to_string(next_id_++) +
-                     R"(,"method":"tools/list"})");
+    auto list = Post(warden::bench::ToolsListBody(next_id_++));
     if (!list.ok()) return list.status().Wrap("tools/list");
     if (list->find("\"echo\"") == std::string::npos) {
       return Status::Error("tools/list does not name echo: " + list->substr(0, 300));
@@ -130,19 +102,9 @@ class McpSession {
   // One tools/call of `echo`; checks that the reply answers this id with the text sent.
   Status CallEcho() {
     int64_t id = next_id_++;
-    std::string text = "bench " + std::to_string(id);
-    std::string body = R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
-                       R"(,"method":"tools/call","params":{"name":"echo","arguments":{"text":")" +
-                       text + R"("}}})";
-    auto reply = Post(body);
+    auto reply = Post(warden::bench::EchoCallBody(id, "echo"));
     if (!reply.ok()) return reply.status().Wrap("tools/call");
-    auto msg = FindReply(*reply, id);
-    if (!msg.ok()) return msg.status();
-    const auto& content = (*msg)["result"]["content"];
-    if (!content.is_array() || content.empty() || content[0].value("text", "") != text) {
-      return Status::Error("tools/call: unexpected reply " + msg->dump());
-    }
-    return Status::Ok();
+    return warden::bench::CheckEchoReply(*reply, id);
   }
 
   // DELETE the session (stops a gateway's upstream for it); errors are ignored: the target is
@@ -208,28 +170,6 @@ class McpSession {
     return Status::Error("the connection failed twice");
   }
 
-  // The JSON-RPC response with `id` in a JSON body or in the data lines of an SSE stream.
-  static Result<nlohmann::json> FindReply(const std::string& body, int64_t id) {
-    std::vector<std::string> candidates;
-    if (!body.empty() && body[0] == '{') {
-      candidates.push_back(body);
-    } else {
-      std::istringstream lines(body);
-      for (std::string line; std::getline(lines, line);) {
-        if (line.rfind("data:", 0) == 0) candidates.push_back(line.substr(5));
-      }
-    }
-    for (const auto& text : candidates) {
-      auto msg = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-      if (msg.is_object() && msg.contains("id") && msg["id"] == id) {
-        if (msg.contains("error")) return Status::Error("tools/call: error " + msg["error"].dump());
-        return msg;
-      }
-    }
-    return Status::Error("no reply for id " + std::to_string(id) + " in '" + body.substr(0, 300) +
-                         "'");
-  }
-
   Endpoint endpoint_;
   asio::io_context io_;
   tcp::socket socket_{io_};
@@ -237,109 +177,6 @@ class McpSession {
   std::string session_id_;
   int64_t next_id_ = 1;
 };
-
-// ---- The targets: processes started for the run and stopped at its end. ----
-
-struct TargetSpec {
-  std::string name;
-  std::vector<std::string> argv;
-  // Either the endpoint is announced on stderr after `announce`, or it is fixed (port chosen here).
-  std::string announce;
-  std::string fixed_url;
-};
-
-struct Running {
-  TargetSpec spec;
-  pid_t pid = -1;
-  std::string log;  // stdout and stderr of the target
-  Endpoint endpoint;
-};
-
-// A port free right now on 127.0.0.1, for the gateways that take --port but cannot announce it.
-int FreePort() {
-  asio::io_context io;
-  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  return acceptor.local_endpoint().port();
-}
-
-// Starts argv in its own process group (so that stopping it stops the servers it started), with
-// stdin from /dev/null and stdout+stderr to `log`.
-Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::string& log) {
-  std::vector<char*> a;
-  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-  a.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  pid_t pid = -1;
-  int rc = posix_spawnp(&pid, a[0], &fa, &attr, a.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return Status::FromErrno("spawn " + argv[0], rc);
-  return pid;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Waits (up to 60 s) until the target announces its endpoint or accepts on its fixed port.
-Status AwaitReady(Running& t) {
-  auto t0 = Clock::now();
-  while (SecondsSince(t0) < 60) {
-    int status = 0;
-    if (waitpid(t.pid, &status, WNOHANG) == t.pid) {
-      t.pid = -1;
-      return Status::Error("exited before serving; its output: " + ReadFile(t.log).substr(0, 600));
-    }
-    std::string url = t.spec.fixed_url;
-    if (!t.spec.announce.empty()) {
-      std::string out = ReadFile(t.log);
-      size_t at = out.find(t.spec.announce);
-      if (at != std::string::npos) {
-        size_t start = at + t.spec.announce.size();
-        size_t end = out.find_first_of(" \n", start);
-        if (end != std::string::npos) url = out.substr(start, end - start);
-      }
-    }
-    if (!url.empty()) {
-      auto ep = ParseUrl(url);
-      if (!ep.ok()) return ep.status();
-      asio::io_context io;
-      tcp::socket probe(io);
-      beast::error_code ec;
-      probe.connect(tcp::endpoint(asio::ip::make_address(ep->host), std::stoi(ep->port)), ec);
-      if (!ec) {
-        t.endpoint = *ep;
-        return Status::Ok();
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return Status::Error("not serving after 60 s; its output: " + ReadFile(t.log).substr(0, 600));
-}
-
-void Stop(Running& t) {
-  if (t.pid <= 0) return;
-  kill(-t.pid, SIGTERM);
-  auto t0 = Clock::now();
-  while (SecondsSince(t0) < 5) {
-    if (waitpid(t.pid, nullptr, WNOHANG) == t.pid) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  kill(-t.pid, SIGKILL);  // whatever of its group is left (servers it started)
-  waitpid(t.pid, nullptr, WNOHANG);
-  t.pid = -1;
-}
 
 // User+system CPU seconds of `root` alone and of `root` with all its descendants (/proc).
 struct Cpu {
@@ -369,33 +206,12 @@ double SwitchesOf(pid_t pid) {
 }
 
 Cpu CpuOf(pid_t root) {
-  std::map<pid_t, std::pair<pid_t, double>> procs;  // pid -> (parent, cpu seconds)
-  static const double kTick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  DIR* dir = opendir("/proc");
-  if (dir == nullptr) return {};
-  while (dirent* e = readdir(dir)) {
-    pid_t pid = std::atoi(e->d_name);
-    if (pid <= 0) continue;
-    std::string stat = ReadFile("/proc/" + std::string(e->d_name) + "/stat");
-    size_t paren = stat.rfind(')');
-    if (paren == std::string::npos) continue;
-    std::istringstream fields(stat.substr(paren + 2));
-    std::vector<std::string> f{std::istream_iterator<std::string>(fields), {}};
-    if (f.size() < 13)
-      continue;  // fields from state (3) on: ppid is f[1], utime f[11], stime f[12]
-    procs[pid] = {std::atoi(f[1].c_str()), (std::stod(f[11]) + std::stod(f[12])) / kTick};
-  }
-  closedir(dir);
+  auto procs = warden::bench::ReadProcs();
   Cpu cpu;
   cpu.own_switches = SwitchesOf(root);
-  for (const auto& [pid, info] : procs) {
-    for (pid_t p = pid; p > 1; p = procs.count(p) ? procs[p].first : 0) {
-      if (p == root) {
-        cpu.tree += info.second;
-        if (pid == root) cpu.own += info.second;
-        break;
-      }
-    }
+  for (pid_t pid : warden::bench::TreeOf(procs, root)) {
+    cpu.tree += procs[pid].cpu_s;
+    if (pid == root) cpu.own += procs[pid].cpu_s;
   }
   return cpu;
 }
@@ -410,13 +226,6 @@ struct Figures {
   int seq_calls = 0;
   std::string failure;  // non-empty: the target did not complete
 };
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(std::ceil(p * v.size())) - 1;
-  return v[std::min(i, v.size() - 1)];
-}
 
 Status Calls(McpSession& s, int n, std::vector<double>* us) {
   for (int i = 0; i < n; ++i) {
@@ -575,14 +384,6 @@ TargetSpec SpecFor(const std::string& name, const std::string& audit_db, const O
            "--no-eventStore", "--", "node", "bench/fixtures/echo_server.mjs"},
           "",
           url};
-}
-
-std::string LoadAverage() {
-  std::string s = ReadFile("/proc/loadavg");
-  std::istringstream in(s);
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
 }
 
 void Report(const std::vector<Bench>& benches, const Options& o) {
