@@ -249,8 +249,8 @@ inline void Stop(Running& t, std::chrono::milliseconds grace = std::chrono::seco
 
 struct ProcInfo {
   pid_t ppid = 0;
-  double cpu_s = 0;           // user+system time
-  uint64_t start_ticks = 0;   // start time since boot, in clock ticks: tells a reused pid apart
+  double cpu_s = 0;          // user+system time
+  uint64_t start_ticks = 0;  // start time since boot, in clock ticks: tells a reused pid apart
 };
 
 // Every process now (/proc/PID/stat; processes that vanish while being read are skipped).

@@ -153,7 +153,8 @@ Options ParseOptions(int argc, char** argv) {
   }
   // 500 supergateway sessions once took 13.9 GiB here (a Node process each); the machine has 24.
   if (o.peer_n > kMaxPeerSessions) {
-    Usage("--peer-n " + std::to_string(o.peer_n) + " is refused: supergateway runs a Node process " +
+    Usage("--peer-n " + std::to_string(o.peer_n) +
+          " is refused: supergateway runs a Node process " +
           "per session (500 sessions took 13.9 GiB here); at most " +
           std::to_string(kMaxPeerSessions));
   }
@@ -375,8 +376,8 @@ bool Judge(Session& s, const Reply& r, int64_t id, const std::string& step) {
 awaitable<void> OpenOne(Run& run, Connection& conn, Session& s) {
   auto t0 = Clock::now();
   int64_t id = s.next_id++;
-  Reply init = co_await conn.Post(warden::bench::InitializeBody(id, "warden-sessions-bench"), "",
-                                  s.key);
+  Reply init =
+      co_await conn.Post(warden::bench::InitializeBody(id, "warden-sessions-bench"), "", s.key);
   if (!Judge(s, init, id, "initialize")) co_return;
   if (init.session_id.empty()) {
     s.error = "initialize: no Mcp-Session-Id in the reply";
@@ -556,8 +557,7 @@ struct Target {
 
 class TargetRun {
  public:
-  TargetRun(const Target& t, const Options& o, const std::string& dir)
-      : t_(t), o_(o), dir_(dir) {
+  TargetRun(const Target& t, const Options& o, const std::string& dir) : t_(t), o_(o), dir_(dir) {
     f_.name = t.name;
     f_.asked = t.n;
   }
@@ -604,8 +604,8 @@ class TargetRun {
     const std::string policy = dir_ + "/" + t_.name + ".yaml";
     auto spec_for = [&](const std::string& mode) {
       std::ofstream(policy) << WardenPolicy(mode, keys_, echo, dir_ + "/" + t_.name + ".db", o_);
-      std::vector<std::string> argv = {bin ? bin : WARDEN_BIN, "serve", "--config", policy,
-                                       "--listen", "127.0.0.1:0"};
+      std::vector<std::string> argv = {
+          bin ? bin : WARDEN_BIN, "serve", "--config", policy, "--listen", "127.0.0.1:0"};
       argv.insert(argv.end(), o_.warden_args.begin(), o_.warden_args.end());
       return TargetSpec{t_.name, argv, "MCP endpoint ", ""};
     };
@@ -613,8 +613,9 @@ class TargetRun {
     if (st.ok() || st.message().find("unknown key 'instances'") == std::string::npos) return st;
     // A warden from before the instance model: per-session upstreams are all it has.
     if (t_.mode != "per_session") {
-      return Status::Error("this warden has no instance model (`instances` is an unknown key); "
-                           "set WARDEN_BIN to a warden that has it");
+      return Status::Error(
+          "this warden has no instance model (`instances` is an unknown key); "
+          "set WARDEN_BIN to a warden that has it");
     }
     f_.note = "this warden has no `instances` key: the policy has none (per-session upstreams)";
     StopAndCheck(running_, f_);
@@ -695,14 +696,13 @@ class TargetRun {
 double MiB(uint64_t kib) { return static_cast<double>(kib) / 1024; }
 
 void Report(const std::vector<Figures>& all) {
-  std::printf(
-      "\n%-19s %5s %5s %4s %4s | %5s %4s | %7s %8s %8s %8s %8s %7s | %6s %7s %7s\n", "target",
-      "N", "open", "refd", "fail", "procs", "upst", "gw RSS", "tree RSS", "tree PSS", "base PSS",
-      "PSS/ses", "+PSS/s", "open s", "call50", "call99");
+  std::printf("\n%-19s %5s %5s %4s %4s | %5s %4s | %7s %8s %8s %8s %8s %7s | %6s %7s %7s\n",
+              "target", "N", "open", "refd", "fail", "procs", "upst", "gw RSS", "tree RSS",
+              "tree PSS", "base PSS", "PSS/ses", "+PSS/s", "open s", "call50", "call99");
   std::printf("%-19s %5s %5s %4s %4s | %5s %4s | %7s %8s %8s %8s %8s %7s | %6s %7s %7s\n", "", "",
               "", "", "", "", "", "MiB", "MiB", "MiB", "MiB", "KiB", "KiB", "", "ms", "ms");
   for (const auto& f : all) {
-    if (!f.failure.empty() && f.open == 0) {
+    if (!f.failure.empty() && (f.open == 0 || f.held.processes == 0)) {  // no held figures
       std::printf("%-19s %5d not measured: %s\n", f.name.c_str(), f.asked, f.failure.c_str());
       continue;
     }
@@ -729,10 +729,11 @@ void Report(const std::vector<Figures>& all) {
       std::printf("%s: first error: %s\n", f.name.c_str(), f.first_error.c_str());
     }
     if (!f.live_ms.empty() || f.open > 0) {
-      std::printf("%s: %zu live calls; session open (initialize to echo answer) p50 %.1f ms, p99 "
-                  "%.1f ms\n",
-                  f.name.c_str(), f.live_ms.size(), 1e3 * Percentile(f.open_s, 0.5),
-                  1e3 * Percentile(f.open_s, 0.99));
+      std::printf(
+          "%s: %zu live calls; session open (initialize to echo answer) p50 %.1f ms, p99 "
+          "%.1f ms\n",
+          f.name.c_str(), f.live_ms.size(), 1e3 * Percentile(f.open_s, 0.5),
+          1e3 * Percentile(f.open_s, 0.99));
     }
     if (!f.leftovers.empty()) {
       std::string list;
@@ -812,14 +813,15 @@ int main(int argc, char** argv) {
     if (!echo_before.count(pid)) stray.push_back(pid);
   }
   if (!stray.empty()) {
-    std::printf("WARNING: %zu echo_server.mjs processes started during the run are still running "
-                "(another benchmark's, or escaped from a target):",
-                stray.size());
+    std::printf(
+        "WARNING: %zu echo_server.mjs processes started during the run are still running "
+        "(another benchmark's, or escaped from a target):",
+        stray.size());
     for (pid_t p : stray) std::printf(" %d", p);
     std::printf("\n");
   }
-  bool leftovers = std::any_of(all.begin(), all.end(),
-                               [](const Figures& f) { return !f.leftovers.empty(); });
+  bool leftovers =
+      std::any_of(all.begin(), all.end(), [](const Figures& f) { return !f.leftovers.empty(); });
   bool failed = std::any_of(all.begin(), all.end(), [](const Figures& f) {
     return !f.failure.empty() && f.failure.find("no instance model") == std::string::npos;
   });
