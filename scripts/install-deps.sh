@@ -6,6 +6,8 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential cmake pkg-config
+  # the linker for the executables (cmake/WardenBuildTime.cmake): about half of GNU ld's link time
+  lld
   # libraries
   libseccomp-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev
   libboost1.81-dev libssl-dev libsqlite3-dev libre2-dev
