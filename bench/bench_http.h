@@ -41,6 +41,18 @@ using Clock = std::chrono::steady_clock;
 
 inline constexpr const char* kProtocolVersion = "2025-06-18";
 
+// "a,b,c" -> {a, b, c} (--targets); SplitList(v, ' ') splits at runs of spaces (--warden-args).
+inline std::vector<std::string> SplitList(const std::string& text, char separator) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  if (separator == ' ') {
+    for (std::string t; in >> t;) out.push_back(t);
+  } else {
+    for (std::string t; std::getline(in, t, separator);) out.push_back(t);
+  }
+  return out;
+}
+
 inline double SecondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }

@@ -83,6 +83,7 @@ using warden::bench::Endpoint;
 using warden::bench::Percentile;
 using warden::bench::ReadFile;
 using warden::bench::Running;
+using warden::bench::SplitList;
 using warden::bench::SecondsSince;
 using warden::bench::TargetSpec;
 
@@ -116,14 +117,11 @@ Options ParseOptions(int argc, char** argv) {
     if (i + 1 >= argc) Usage(a + " wants a value");
     std::string v = argv[++i];
     if (a == "--targets") {
-      o.targets.clear();
-      std::istringstream in(v);
-      for (std::string t; std::getline(in, t, ',');) o.targets.push_back(t);
+      o.targets = SplitList(v, ',');
       continue;
     }
     if (a == "--warden-args") {
-      std::istringstream in(v);
-      for (std::string t; in >> t;) o.warden_args.push_back(t);
+      for (std::string& t : SplitList(v, ' ')) o.warden_args.push_back(std::move(t));
       continue;
     }
     char* end = nullptr;
