@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "audit/options.h"
+#include "cli/state_exit_codes.h"
 #include "state/admin_audit.h"
 #include "state/kill_store.h"
 
@@ -12,8 +13,6 @@ namespace {
 using nlohmann::json;
 using state::KillScope;
 
-constexpr int kExitUnaudited = 1;
-constexpr int kExitError = 2;
 
 json SwitchJson(KillScope scope, const std::string& name) {
   return {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "audit/options.h"
+#include "cli/state_exit_codes.h"
 #include "state/admin_audit.h"
 #include "state/pins.h"
 
@@ -14,8 +15,6 @@ using nlohmann::json;
 using state::PinnedTool;
 using state::PinStatus;
 
-constexpr int kExitUnaudited = 1;
-constexpr int kExitError = 2;
 // How much of a changed member `list` prints: enough to read an injected sentence.
 constexpr size_t kShownBytes = 300;
 

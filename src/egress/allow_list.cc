@@ -27,14 +27,6 @@ Result<uint16_t> ParsePort(std::string_view entry, std::string_view text) {
   return static_cast<uint16_t>(port);
 }
 
-std::string ToLowerAscii(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
 // Splits "host", "host:port", "[v6]", "[v6]:port" and bare "v6". Leaves host validation to
 // the caller.
 Status SplitHostPort(std::string_view entry, std::string_view& host,

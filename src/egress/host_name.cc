@@ -9,6 +9,10 @@ namespace {
 constexpr size_t kMaxNameLength = 253;
 constexpr size_t kMaxLabelLength = 63;
 
+bool IsLabelChar(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
+
+}  // namespace
+
 std::string ToLowerAscii(std::string_view s) {
   std::string out(s);
   for (char& c : out) {
@@ -16,10 +20,6 @@ std::string ToLowerAscii(std::string_view s) {
   }
   return out;
 }
-
-bool IsLabelChar(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
-
-}  // namespace
 
 namespace {
 

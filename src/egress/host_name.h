@@ -28,6 +28,9 @@ Result<Host> ParseHost(std::string_view raw);
 // Error message says which label is wrong and why.
 Status ValidateHostName(std::string_view name);
 
+// `s` with A-Z lowered (names are ASCII once parsed; no locale).
+std::string ToLowerAscii(std::string_view s);
+
 // `text` made safe to put in a message or log line: quoted, non-printable bytes as \xNN, and cut
 // at 100 characters. Client-supplied strings go through this before they reach any message.
 std::string Quote(std::string_view text);

@@ -41,6 +41,7 @@
 #include <optional>
 #include <sstream>
 
+#include "common/clock.h"
 #include "common/unique_fd.h"
 #include "sandbox/host_io.h"
 #include "sandbox/backends.h"
@@ -54,16 +55,9 @@
 namespace warden::sandbox {
 namespace {
 
-constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 constexpr const char* kRunDir = "/run/warden";
 // runsc exits with this status when it could not start the container at all.
 constexpr int kRunscFailed = 128;
-
-uint64_t NowMs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
-}
 
 
 RunResult SetupError(const std::string& message) {
@@ -383,7 +377,7 @@ Status Runner::Launch() {
   go_read.reset();
   ex_write.reset();
   trace_write.reset();
-  start_ms_ = NowMs();
+  start_ms_ = MonotonicMs();
   Status st = cg_ ? cg_->AddProcessFromParent(pid_) : Status::Ok();
   if (st.ok() && proxy) st = SetUpNetworkFromParent();
   if (st.ok() && write(go_write.get(), "g", 1) != 1) st = Status::FromErrno("start runsc", errno);
@@ -475,7 +469,7 @@ void Runner::Loop() {
   while (!exited_ || out_.open || err_.open || trace_.valid()) {
     int timeout = -1;
     if (exited_) {
-      uint64_t now = NowMs();
+      uint64_t now = MonotonicMs();
       if (now >= drain_deadline) break;
       timeout = static_cast<int>(drain_deadline - now);
     }
@@ -488,7 +482,7 @@ void Runner::Loop() {
       if (fd == pidfd_.get()) {
         if (!exited_) {
           exited_ = true;
-          end_ms_ = NowMs();
+          end_ms_ = MonotonicMs();
           drain_deadline = end_ms_ + 2000;
           epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, pidfd_.get(), nullptr);
         }
@@ -644,7 +638,7 @@ RunResult Runner::Run() {
   Loop();
   if (!exited_) {
     Kill(Reason::kSignaled);
-    end_ms_ = NowMs();
+    end_ms_ = MonotonicMs();
   }
   RunResult r = Collect();
   if (network_ != nullptr && opt_.net == NetMode::kProxy) network_->Finish(&r);

@@ -12,10 +12,6 @@
 
 namespace warden::sandbox {
 
-namespace {
-constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-}  // namespace
-
 sigset_t TerminationSignals() {
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -69,10 +65,17 @@ Result<StdinPlan> PlanStdin(int fd) {
   return plan;
 }
 
+std::map<std::string, std::string> CleanEnv(const std::string& term) {
+  return {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+          {"HOME", "/tmp"},
+          {"LANG", "C.UTF-8"},
+          {"USER", "sandbox"},
+          {"TERM", term.empty() ? "dumb" : term}};
+}
+
 std::vector<std::string> BuildEnv(const Options& o, std::string* path) {
-  std::map<std::string, std::string> env = {
-      {"PATH", kDefaultPath}, {"HOME", "/tmp"}, {"LANG", "C.UTF-8"}, {"USER", "sandbox"}, {"TERM", "dumb"}};
-  if (const char* term = getenv("TERM"); term != nullptr && *term) env["TERM"] = term;
+  const char* term = getenv("TERM");
+  std::map<std::string, std::string> env = CleanEnv(term != nullptr ? term : "");
   for (const auto& [k, v] : o.env) env[k] = v;
   *path = env["PATH"];
   std::vector<std::string> out;

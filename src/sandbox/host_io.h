@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,12 @@ struct OutputStream {
 // the stream is over. Sets *limit_hit when this read reached the cut.
 bool PumpOutput(OutputStream& s, uint64_t limit, bool* limit_hit);
 
-// The clean environment (PATH, HOME, LANG, USER, TERM) plus options.env, as NAME=VALUE; `path`
+// The clean environment every backend starts a command with: PATH, HOME=/tmp, LANG=C.UTF-8,
+// USER=sandbox and TERM (`term` when it is not empty, else "dumb"). Nothing of warden's own
+// environment but TERM, and that only as the caller passes it.
+std::map<std::string, std::string> CleanEnv(const std::string& term);
+
+// The clean environment (CleanEnv with warden's TERM) plus options.env, as NAME=VALUE; `path`
 // gets the PATH used to find the command.
 std::vector<std::string> BuildEnv(const Options& options, std::string* path);
 

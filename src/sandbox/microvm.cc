@@ -35,8 +35,10 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/unique_fd.h"
 #include "sandbox/backends.h"
+#include "sandbox/host_io.h"
 #include "sandbox/microvm_blob.h"
 #include "sandbox/microvm_cpio.h"
 #include "sandbox/microvm_egress.h"
@@ -49,14 +51,8 @@ constexpr const char* kDefaultDir = "/var/lib/warden/microvm";
 constexpr const char* kInstallHint = "install it with scripts/install-microvm.sh (or set WARDEN_MICROVM_DIR)";
 constexpr const char* kModules[] = {"virtio_ring", "virtio", "virtio_mmio", "virtio_console", "9pnet",
                                     "9pnet_virtio", "netfs", "fscache", "9p"};
-constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 constexpr uint64_t kDefaultVmMemory = 512ull << 20;
 constexpr uint64_t kKernelRoom = 192ull << 20;  // guest kernel, init and page cache beside the command
-
-uint64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -251,9 +247,8 @@ void AddField(std::string* spec, const std::string& key, const std::string& valu
 std::string BuildSpec(const Options& o, const GuestPlan& plan) {
   std::string spec;
   for (const auto& a : o.argv) AddField(&spec, "arg", a);
-  std::map<std::string, std::string> env = {
-      {"PATH", kDefaultPath}, {"HOME", "/tmp"}, {"LANG", "C.UTF-8"}, {"USER", "sandbox"}, {"TERM", "dumb"}};
-  if (const char* term = getenv("TERM"); term != nullptr && *term) env["TERM"] = term;
+  const char* term = getenv("TERM");
+  std::map<std::string, std::string> env = CleanEnv(term != nullptr ? term : "");
   for (const auto& [k, v] : plan.egress_env) env[k] = v;
   for (const auto& [k, v] : o.env) env[k] = v;
   for (const auto& [k, v] : env) AddField(&spec, "env", k + "=" + v);
@@ -454,7 +449,7 @@ class VmRun {
 
   RunResult Run() {
     result_.backend = "microvm";
-    const uint64_t start = NowMs();
+    const uint64_t start = MonotonicMs();
     // A SIGINT/TERM/HUP/QUIT to warden stops the VM and is reported, as native does; QEMU
     // itself starts with an empty mask.
     sigset_t sigs, old;
@@ -467,7 +462,7 @@ class VmRun {
     signals_.reset();
     sigprocmask(SIG_SETMASK, &old, nullptr);
     if (!st.ok()) return SetupError(st.message());
-    result_.wall_ms = NowMs() - start;
+    result_.wall_ms = MonotonicMs() - start;
     return Finish();
   }
 
@@ -611,8 +606,8 @@ class VmRun {
       int timeout = -1;
       if (report_ && !qemu_done) {
         // The guest powers off right after its report; a guest that does not is stopped.
-        if (grace_deadline == 0) grace_deadline = NowMs() + 3000;
-        timeout = grace_deadline > NowMs() ? static_cast<int>(grace_deadline - NowMs()) : 0;
+        if (grace_deadline == 0) grace_deadline = MonotonicMs() + 3000;
+        timeout = grace_deadline > MonotonicMs() ? static_cast<int>(grace_deadline - MonotonicMs()) : 0;
         if (timeout == 0) kill(qemu_pid_, SIGKILL);
       }
       if (qemu_done) timeout = 2000;  // the sockets' peers are gone: only buffered data is left

@@ -31,9 +31,11 @@
 #include <memory>
 #include <optional>
 
+#include "common/clock.h"
 #include "common/unique_fd.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/contain.h"
+#include "sandbox/host_io.h"
 #include "sandbox/landlock.h"
 #include "sandbox/outcome.h"
 #include "sandbox/pool_protocol.h"
@@ -46,17 +48,10 @@ namespace warden::sandbox::pool {
 namespace {
 
 constexpr size_t kMaxViolations = 100;
-constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 constexpr uint64_t kDefaultOutputLimit = 16ull << 20;
 constexpr uint64_t kDefaultTmpfs = 64ull << 20;
 constexpr uint32_t kDefaultOpenFiles = 1024;
 constexpr uint64_t kRefillGraceMs = 50;
-
-uint64_t NowMs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
-}
 
 void KillPid(int pidfd) { syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0); }
 
@@ -73,12 +68,7 @@ UniqueFd ArmTimer(uint64_t first_ms, uint64_t interval_ms) {
 
 // The command's environment: the clean defaults, the client's TERM, the pool's --env, the run's.
 std::vector<std::string> BuildEnv(const Options& o, const std::string& term, std::string* path) {
-  std::map<std::string, std::string> env = {{"PATH", kDefaultPath},
-                                            {"HOME", "/tmp"},
-                                            {"LANG", "C.UTF-8"},
-                                            {"USER", "sandbox"},
-                                            {"TERM", "dumb"}};
-  if (!term.empty()) env["TERM"] = term;
+  std::map<std::string, std::string> env = CleanEnv(term);
   for (const auto& [k, v] : o.env) env[k] = v;
   *path = env["PATH"];
   std::vector<std::string> out;
@@ -416,7 +406,7 @@ Status Server::Launch() {
   slot->pidfd = std::move(reply->fds[0]);
   slot->sync = std::move(reply->fds[1]);
   slot->writable_inside = reply->body.value("writable_inside", std::vector<std::string>{});
-  slot->created_ms = NowMs();
+  slot->created_ms = MonotonicMs();
   ++started_;
   Status st = user::InitNsFromParent(slot->pid, ids);
   if (st.ok() && slot->cg) st = slot->cg->AddProcessFromParent(slot->pid);
@@ -469,7 +459,7 @@ void Server::OnSync(Slot& s) {
       if (std::sscanf(m->payload.c_str(), "%d %llu %ld", &ws, &cpu_us, &maxrss_kb) < 1) break;
       s.wait_status = ws;
       if (s.state == SlotState::kClaimed && s.client != 0) {
-        s.ended_ms = NowMs();
+        s.ended_ms = MonotonicMs();
         struct rusage ru = {};
         ru.ru_utime.tv_sec = static_cast<time_t>(cpu_us / 1000000);
         ru.ru_utime.tv_usec = static_cast<suseconds_t>(cpu_us % 1000000);
@@ -488,7 +478,7 @@ void Server::OnSync(Slot& s) {
     case sync::kReady:
       if (s.state == SlotState::kStarting) {
         s.state = SlotState::kReady;
-        s.ready_ms = NowMs();
+        s.ready_ms = MonotonicMs();
         ever_ready_ = true;
         consecutive_failures_ = 0;
         Dispatch();
@@ -573,7 +563,7 @@ bool Server::Start(Slot& s, Client& c) {
   }
   c.stdio.clear();  // the sandbox holds them now
   s.state = SlotState::kClaimed;
-  s.claimed_ms = NowMs();
+  s.claimed_ms = MonotonicMs();
   s.client = c.id;
   s.run = run;
   c.slot = s.id;
@@ -627,7 +617,7 @@ void Server::Answer(Slot& s, int status, const struct rusage& ru) {
 // command's end), destroy it.
 void Server::OnExit(Slot& s) {
   s.exited = true;
-  s.ended_ms = NowMs();
+  s.ended_ms = MonotonicMs();
   Unwatch(s.pidfd.get());
   // Messages and notifications sent just before the end are still queued.
   while (s.sync.valid()) {
@@ -664,7 +654,7 @@ void Server::OnExit(Slot& s) {
     last_error_ = why;
     if (s.state == SlotState::kStarting) {
       ++consecutive_failures_;
-      next_launch_ms_ = NowMs() + RefillDelayMs();
+      next_launch_ms_ = MonotonicMs() + RefillDelayMs();
     }
     std::fprintf(stderr, "warden pool: a %s sandbox was lost (%s); replacing it\n",
                  s.state == SlotState::kReady ? "waiting" : "starting", why.c_str());
@@ -709,7 +699,7 @@ nlohmann::json Server::StatusJson() const {
                       {"pid", getpid()}};
   if (!last_error_.empty()) j["last_error"] = last_error_;
   auto& list = j["sandboxes"] = nlohmann::json::array();
-  const uint64_t now = NowMs();
+  const uint64_t now = MonotonicMs();
   for (const auto& [id, s] : slots_) {
     const char* state = s->state == SlotState::kReady      ? "ready"
                         : s->state == SlotState::kStarting ? "starting"
@@ -827,7 +817,7 @@ void Server::OnTick() {
   uint64_t ticks;
   (void)!read(tick_.get(), &ticks, sizeof(ticks));
   if (config_.idle_timeout_ms == 0) return;
-  const uint64_t now = NowMs();
+  const uint64_t now = MonotonicMs();
   std::vector<uint64_t> old;
   for (const auto& [id, s] : slots_) {
     if (s->state == SlotState::kReady && now - s->ready_ms >= config_.idle_timeout_ms)
@@ -924,19 +914,19 @@ int Server::Serve() {
     uint64_t launch_at = 0;
     if (refill) {
       launch_at = std::max(next_launch_ms_, RefillNotBeforeMs());
-      uint64_t now = NowMs();
+      uint64_t now = MonotonicMs();
       timeout = launch_at > now ? static_cast<int>(launch_at - now) : 0;
     }
     struct epoll_event events[32];
     int n = epoll_wait(epoll_.get(), events, 32, timeout);
     if (n < 0 && errno != EINTR) break;
-    if (n <= 0 && refill && NowMs() >= launch_at) {
+    if (n <= 0 && refill && MonotonicMs() >= launch_at) {
       if (started_ >= config_.size) ++refills_;
       if (Status st = Launch(); !st.ok()) {
         ++failed_;
         ++consecutive_failures_;
         last_error_ = st.message();
-        next_launch_ms_ = NowMs() + RefillDelayMs();
+        next_launch_ms_ = MonotonicMs() + RefillDelayMs();
         std::fprintf(stderr, "warden pool: could not build a sandbox: %s\n", st.message().c_str());
       }
       // A pool whose sandboxes cannot be built at all is a configuration error: say so and stop.

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 
+#include "common/clock.h"
 #include "common/unique_fd.h"
 #include "sandbox/host_io.h"
 #include "sandbox/pool.h"
@@ -22,12 +23,6 @@
 
 namespace warden::sandbox::pool {
 namespace {
-
-uint64_t NowMs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
-}
 
 RunResult SetupError(const std::string& message) {
   RunResult r;
@@ -138,8 +133,8 @@ RunResult RunPooled(const std::string& socket_path, const Options& options, cons
                           {sigfd.valid() ? sigfd.get() : -1, POLLIN, 0}};
     int timeout = -1;
     if (record || !conn_open) {
-      if (drain_deadline == 0) drain_deadline = NowMs() + 2000;
-      uint64_t now = NowMs();
+      if (drain_deadline == 0) drain_deadline = MonotonicMs() + 2000;
+      uint64_t now = MonotonicMs();
       if (now >= drain_deadline) break;
       timeout = static_cast<int>(drain_deadline - now);
     }

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 
+#include "common/clock.h"
 #include "common/unique_fd.h"
 #include "sandbox/host_io.h"
 #include "sandbox/outcome.h"
@@ -36,13 +37,6 @@ namespace warden::sandbox {
 namespace {
 
 constexpr size_t kMaxViolations = 100;
-constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-uint64_t NowMs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
-}
 
 
 RunResult SetupError(const Status& st) {
@@ -254,7 +248,7 @@ Status Supervisor::Launch(contain::ChildSpec& spec) {
   }
   pid_ = static_cast<pid_t>(pid);
   pidfd_.reset(pidfd);
-  start_ms_ = NowMs();
+  start_ms_ = MonotonicMs();
   Status st = user::InitNsFromParent(pid_, spec.ids);
   if (st.ok() && cg_) st = cg_->AddProcessFromParent(pid_);
   // The network's sockets come from init (OnSync), made inside before it drops its capabilities.
@@ -386,7 +380,7 @@ void Supervisor::Loop() {
   while (!exited_ || out_.open || err_.open) {
     int timeout = -1;
     if (exited_) {
-      uint64_t now = NowMs();
+      uint64_t now = MonotonicMs();
       if (now >= drain_deadline) break;
       timeout = static_cast<int>(drain_deadline - now);
     }
@@ -399,7 +393,7 @@ void Supervisor::Loop() {
       if (fd == pidfd_.get()) {
         if (!exited_) {
           exited_ = true;
-          end_ms_ = NowMs();
+          end_ms_ = MonotonicMs();
           drain_deadline = end_ms_ + 2000;
           epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, pidfd_.get(), nullptr);
         }
@@ -486,7 +480,7 @@ RunResult Supervisor::Run() {
   Loop();
   if (!exited_) {
     Kill(Reason::kSignaled);
-    end_ms_ = NowMs();
+    end_ms_ = MonotonicMs();
   }
   RunResult r = Collect();
   if (network_ != nullptr && opt_.net == NetMode::kProxy) network_->Finish(&r);

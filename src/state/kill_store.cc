@@ -8,7 +8,7 @@ namespace {
 // STRICT: a value of the wrong type is refused rather than stored half-right. The CHECKs keep
 // rows a hand edit made meaningless (an unknown scope, a named global) out of the table: the
 // gateway would otherwise have to guess what they mean.
-constexpr const char* kSchema = R"sql(
+constexpr const char* kKillSchema = R"sql(
 CREATE TABLE IF NOT EXISTS state_kill_switches (
   scope TEXT NOT NULL CHECK (scope IN ('global', 'tenant', 'agent', 'tool')),
   name TEXT NOT NULL CHECK ((scope = 'global') = (name = '')),
@@ -105,7 +105,7 @@ Result<std::unique_ptr<KillStore>> KillStore::Open(const DatabaseOptions& option
     auto txn = WriteTransaction::Begin(db->get());
     if (!txn) return txn.status().Wrap(options.path);
     WARDEN_RETURN_IF_ERROR(
-        Exec(db->get(), kSchema, "create kill switch tables").Wrap(options.path));
+        Exec(db->get(), kKillSchema, "create kill switch tables").Wrap(options.path));
     WARDEN_RETURN_IF_ERROR((*txn)->Commit().Wrap(options.path));
   }
   return std::unique_ptr<KillStore>(new KillStore(options, std::move(*db)));

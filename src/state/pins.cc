@@ -16,7 +16,7 @@ namespace {
 // state_pin_servers: the servers whose first manifest was pinned. state_pins: one row per tool
 // of each such server, its pin (null for a tool that arrived later) and what the server listed
 // last. The status column is the outcome of the latest review; approvals change it too.
-constexpr const char* kSchema = R"sql(
+constexpr const char* kPinSchema = R"sql(
 CREATE TABLE IF NOT EXISTS state_pin_servers (
   server TEXT PRIMARY KEY,
   first_seen TEXT NOT NULL
@@ -139,7 +139,7 @@ Result<std::unique_ptr<PinStore>> PinStore::Open(const DatabaseOptions& options)
   if (options.create) {
     auto txn = WriteTransaction::Begin(db->get());
     if (!txn) return txn.status().Wrap(options.path);
-    WARDEN_RETURN_IF_ERROR(Exec(db->get(), kSchema, "create tool pin tables").Wrap(options.path));
+    WARDEN_RETURN_IF_ERROR(Exec(db->get(), kPinSchema, "create tool pin tables").Wrap(options.path));
     WARDEN_RETURN_IF_ERROR((*txn)->Commit().Wrap(options.path));
   }
   return std::unique_ptr<PinStore>(new PinStore(options, std::move(*db)));

@@ -24,8 +24,6 @@ using namespace http_test;
 using testing::PolicyFromText;
 using testing::TempDir;
 
-constexpr char kAcceptBoth[] = "application/json, text/event-stream";
-
 // Keys: ann (approver of acme, through her agent ops), carl (not an approver, agent coder),
 // gina (approver of globex, agent gops). Both tenants have an agent called "shared".
 std::string TwoTenantPolicy() {

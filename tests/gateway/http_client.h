@@ -32,6 +32,8 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using namespace std::chrono_literals;
 
+// The Accept a Streamable HTTP client sends with a POST (MCP 2025-11-25).
+inline constexpr char kAcceptBoth[] = "application/json, text/event-stream";
 
 struct HttpReply {
   int status = 0;                              // 0: no response (the error is in body)

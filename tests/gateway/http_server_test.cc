@@ -55,8 +55,6 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using namespace std::chrono_literals;
 
-constexpr char kAcceptBoth[] = "application/json, text/event-stream";
-
 // ---------------------------------------------------------------------------------------------
 // Test doubles (see the file comment).
 

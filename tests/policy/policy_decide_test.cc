@@ -7,17 +7,14 @@
 #include <thread>
 
 #include "policy/policy.h"
+#include "testing.h"
 
 namespace warden::policy {
 namespace {
 
 using nlohmann::json;
 
-Policy MustLoad(const std::string& yaml) {
-  auto p = LoadPolicyText(yaml, "decide.yaml");
-  EXPECT_TRUE(p.ok()) << p.status().message();
-  return p.ok() ? std::move(p).value() : Policy{};
-}
+using testing::MustLoad;
 
 const char* kTeam = R"(version: 1
 identity:

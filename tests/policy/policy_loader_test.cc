@@ -5,6 +5,7 @@
 #include <string>
 
 #include "policy/policy.h"
+#include "testing.h"
 
 namespace warden::policy {
 namespace {
@@ -17,11 +18,7 @@ std::string LoadError(const std::string& yaml) {
   return p.ok() ? "" : p.status().message();
 }
 
-Policy MustLoad(const std::string& yaml) {
-  auto p = LoadPolicyText(yaml, "test.yaml");
-  EXPECT_TRUE(p.ok()) << p.status().message();
-  return p.ok() ? std::move(p).value() : Policy{};
-}
+using testing::MustLoad;
 
 #define EXPECT_LOAD_ERROR(yaml, fragment)                                         \
   do {                                                                            \

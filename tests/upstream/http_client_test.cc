@@ -21,46 +21,10 @@ using testing::ErrorMessage;
 using testing::Eventually;
 using testing::FastOptions;
 using testing::HttpFixture;
+using testing::Recorder;
 using testing::Structured;
 using testing::ToolCall;
 using testing::ToolText;
-
-struct Recorder {
-  std::mutex mu;
-  std::vector<std::pair<State, std::string>> states;
-  std::vector<mcp::Notification> notifications;
-  Events Hook() {
-    Events e;
-    e.on_state = [this](State s, const std::string& why) {
-      std::lock_guard<std::mutex> lock(mu);
-      states.emplace_back(s, why);
-    };
-    e.on_notification = [this](const mcp::Notification& n) {
-      std::lock_guard<std::mutex> lock(mu);
-      notifications.push_back(n);
-    };
-    return e;
-  }
-  bool Saw(const std::string& method, const std::string& key = "",
-           const nlohmann::json& value = nullptr) {
-    std::lock_guard<std::mutex> lock(mu);
-    return std::any_of(notifications.begin(), notifications.end(), [&](const mcp::Notification& n) {
-      return n.method == method &&
-             (key.empty() || (n.params && n.params->value(key, nlohmann::json()) == value));
-    });
-  }
-  int Count(State s) {
-    std::lock_guard<std::mutex> lock(mu);
-    return static_cast<int>(
-        std::count_if(states.begin(), states.end(), [s](auto& p) { return p.first == s; }));
-  }
-  std::string LastWhy(State s) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (auto it = states.rbegin(); it != states.rend(); ++it)
-      if (it->first == s) return it->second;
-    return "";
-  }
-};
 
 Spec HttpSpec(const std::string& url, const std::string& ca_file = "") {
   Spec spec;

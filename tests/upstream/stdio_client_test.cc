@@ -22,40 +22,10 @@ using testing::ErrorCode;
 using testing::ErrorMessage;
 using testing::Eventually;
 using testing::FastOptions;
+using testing::Recorder;
 using testing::Structured;
 using testing::ToolCall;
 using testing::ToolText;
-
-// What the client reported through Events, for assertions.
-struct Recorder {
-  std::mutex mu;
-  std::vector<std::pair<State, std::string>> states;
-  std::vector<mcp::Notification> notifications;
-
-  Events Hook() {
-    Events e;
-    e.on_state = [this](State s, const std::string& why) {
-      std::lock_guard<std::mutex> lock(mu);
-      states.emplace_back(s, why);
-    };
-    e.on_notification = [this](const mcp::Notification& n) {
-      std::lock_guard<std::mutex> lock(mu);
-      notifications.push_back(n);
-    };
-    return e;
-  }
-  int Count(State s) {
-    std::lock_guard<std::mutex> lock(mu);
-    return static_cast<int>(
-        std::count_if(states.begin(), states.end(), [s](auto& p) { return p.first == s; }));
-  }
-  std::string LastWhy(State s) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (auto it = states.rbegin(); it != states.rend(); ++it)
-      if (it->first == s) return it->second;
-    return "";
-  }
-};
 
 std::unique_ptr<Client> Make(Spec spec, Events events = {}, ClientOptions options = FastOptions()) {
   auto made = Client::Create(std::move(spec), std::move(events), options);
