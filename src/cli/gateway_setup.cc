@@ -246,22 +246,9 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, gatew
 #endif
   g->core_ = std::make_unique<gateway::GatewayCore>(g->holder_, *g->audit_, *g->switches_,
                                                     g->tools_, std::move(caller), options);
-  // A switch pulled here or by `warden kill` elsewhere ends the calls in flight it covers (their
-  // sandboxes and upstream requests), not only the calls that come after it.
-  // The refresher thread may call this until the switches are destroyed, after the core: it
-  // reaches the core only through `live_`, which the destructor clears first.
-  g->live_ = std::make_shared<LiveCore>();
-  g->live_->core = g->core_.get();
-  g->switches_->Subscribe([live = g->live_](gateway::KillScope scope, const std::string& name,
-                                            const std::string& reason) {
-    std::string why = "stopped by kill switch" + (reason.empty() ? "" : ": " + reason);
-    std::lock_guard lock(live->mu);
-    if (live->core == nullptr) return;
-    gateway::GatewayCore* core = live->core;
-    core->Post([core, scope, name, why] {
-      for (auto& session : core->Sessions()) session->CancelMatching(scope, name, why);
-    });
-  });
+  // A switch pulled here or by `warden kill` elsewhere ends the calls in flight it covers
+  // (their sandboxes and upstream requests), not only the calls that come after it: the core
+  // listens to the switches itself (GatewayCore::Register).
   if (!flags.config.empty())
     g->watcher_ = std::thread([raw = g.get(), config_stamp] {
       RunGuarded("policy watcher", "the policy is no longer reloaded",
@@ -272,10 +259,6 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, gatew
 
 Gateway::~Gateway() {
   stop_ = true;
-  if (live_) {
-    std::lock_guard lock(live_->mu);
-    live_->core = nullptr;
-  }
   core_.reset();
   // After the calls: a pool the watcher started stops when the watcher's thread ends.
   if (watcher_.joinable()) watcher_.join();

@@ -102,11 +102,6 @@ class Gateway {
   gateway::ExecPoolSlot pools_;  // outlives tools_ and core_, which use it
   gateway::BuiltinTools tools_;
   std::unique_ptr<gateway::GatewayCore> core_;
-  struct LiveCore {
-    std::mutex mu;
-    gateway::GatewayCore* core = nullptr;
-  };
-  std::shared_ptr<LiveCore> live_;
   std::string audit_path_;
   std::optional<gateway::IdentityOptions> identity_;
   std::atomic<std::shared_ptr<const gateway::Authenticator>> auth_;

@@ -1,11 +1,11 @@
 #include "cli/mcp_command.h"
 
-#include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <memory>
 
+#include "common/login_name.h"
 #include "gateway/session.h"
 #include "gateway/stdio_server.h"
 
@@ -15,9 +15,8 @@ namespace {
 
 // Over stdio the caller is whoever started warden: the login name, unless --user says otherwise.
 std::string LocalUserName() {
-  if (const passwd* pw = getpwuid(geteuid()); pw != nullptr && pw->pw_name != nullptr)
-    return pw->pw_name;
-  return "local";
+  std::string login = LoginName();
+  return login.empty() ? "local" : login;
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
 #include "cli/serve_command.h"
 
 #include <arpa/inet.h>
-#include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
 
 
+#include "common/login_name.h"
 #include "gateway/admin_api.h"
 #include "gateway/http_server.h"
 #include "gateway/identity.h"
@@ -15,12 +15,6 @@
 namespace warden::cli {
 
 namespace {
-
-std::string LoginName() {
-  if (const passwd* pw = getpwuid(geteuid()); pw != nullptr && pw->pw_name != nullptr)
-    return pw->pw_name;
-  return "local";
-}
 
 bool IsLoopback(const std::string& host) {
   if (host == "localhost" || host == "::1") return true;
@@ -56,12 +50,9 @@ class ServeHost : public gateway::SessionHost {
 
   void Admin(const gateway::Caller& caller, gateway::AdminRequest request,
              std::function<void(gateway::AdminReply)> done) override {
-    // The store write and the audit append block: on the worker pool. The job holds the API,
-    // not this host: it may run after the server stopped and the host is gone.
-    gateway_.core().Post(
-        [api = admin_, caller, request = std::move(request), done = std::move(done)] {
-          done(api->Handle(caller, request));
-        });
+    // The store write and the audit append block: on the control executor, which calls that
+    // hold every worker cannot starve.
+    admin_->Submit(caller, std::move(request), std::move(done));
   }
 
   std::shared_ptr<gateway::McpSession> CreateSession(const gateway::Caller& caller) override {
@@ -144,7 +135,8 @@ int ServeCommand::Execute() {
   http.threads = std::max(1, threads_);
 
   const bool local = flags_.config.empty() && IsLoopback(http.host);
-  gateway::Caller local_caller{"", LoginName(), "", ""};
+  const std::string login = LoginName();
+  gateway::Caller local_caller{"", login.empty() ? "local" : login, "", ""};
   auto started = Gateway::Start(
       flags_, local_caller, err_,
       gateway::IdentityOptions{.local_single_user = local, .local_user = local_caller.user});

@@ -59,6 +59,12 @@ AdminReply AdminApi::Refuse(const Caller& caller, const AdminRequest& request, i
   return reply;
 }
 
+void AdminApi::Submit(const Caller& caller, AdminRequest request,
+                      std::function<void(AdminReply)> done) {
+  core_.PostControl([api = shared_from_this(), caller, request = std::move(request),
+                     done = std::move(done)] { done(api->Handle(caller, request)); });
+}
+
 AdminReply AdminApi::Handle(const Caller& caller, const AdminRequest& request) {
   if (request.path == "/api/kill") {
     if (request.method == "GET") return List(caller, request);

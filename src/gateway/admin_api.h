@@ -19,6 +19,8 @@
 //   * a caller that a switch stops (its tenant, its agent, or global) may not release any.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "gateway/gateway.h"
@@ -32,10 +34,17 @@ struct AdminApiOptions {
   bool local_operator = false;
 };
 
-class AdminApi {
+// Owned by a shared_ptr (Submit's job holds the API: it may run after the host that made it is
+// gone).
+class AdminApi : public std::enable_shared_from_this<AdminApi> {
  public:
   // `core` (its policy, kill switches and audit log) must outlive the API.
   AdminApi(GatewayCore& core, AdminApiOptions options) : core_(core), options_(options) {}
+
+  // Answers one request on the core's control executor (GatewayCore::PostControl), never behind
+  // the calls that hold the workers, and hands the reply to `done` there. What
+  // SessionHost::Admin does.
+  void Submit(const Caller& caller, AdminRequest request, std::function<void(AdminReply)> done);
 
   // Answers one request. Blocks (the store write, the audit append): run it off I/O threads.
   AdminReply Handle(const Caller& caller, const AdminRequest& request);

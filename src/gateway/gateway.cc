@@ -24,19 +24,36 @@ GatewayCore::GatewayCore(policy::PolicyHolder& policy, audit::AuditLog& audit,
       switches_(switches),
       tools_(tools),
       options_(std::move(options)),
-      pool_(static_cast<size_t>(std::max(1, options_.worker_threads))) {
+      pool_(static_cast<size_t>(std::max(1, options_.worker_threads))),
+      control_(static_cast<size_t>(std::max(1, options_.control_threads))) {
   pipeline_ = BuildStandardPipeline({.policy = &policy_,
                                      .kill_switches = &switches_,
                                      .tools = &tools_,
                                      .audit = &audit_,
                                      .caller = std::move(default_caller)});
   instances_ = std::make_unique<UpstreamInstances>(*this);
+  listening_ = std::make_shared<Listening>();
+  listening_->core = this;
+  switches_.Subscribe([listening = listening_](KillScope scope, const std::string& name,
+                                               const std::string& reason) {
+    std::string why = "stopped by kill switch" + (reason.empty() ? "" : ": " + reason);
+    std::lock_guard lock(listening->mu);
+    GatewayCore* core = listening->core;
+    if (core == nullptr) return;
+    // Not on the workers: calls that hold all of them must not delay their own end.
+    core->PostControl([core, scope, name, why] { core->CancelCovered(scope, name, why); });
+  });
 }
 
 GatewayCore::~GatewayCore() {
+  {
+    std::lock_guard lock(listening_->mu);
+    listening_->core = nullptr;
+  }
   for (auto& session : Sessions()) session->Close();
   // Before the workers end: stopping an instance hands its waiters to them.
   instances_->StopAll();
+  control_.join();
   pool_.join();
 }
 
@@ -46,6 +63,17 @@ void GatewayCore::Post(std::function<void()> work) {
   boost::asio::post(pool_, [work = std::move(work)] {
     RunGuarded("gateway worker", "the job was dropped", work);
   });
+}
+
+void GatewayCore::PostControl(std::function<void()> work) {
+  boost::asio::post(control_, [work = std::move(work)] {
+    RunGuarded("gateway control", "the job was dropped", work);
+  });
+}
+
+void GatewayCore::CancelCovered(KillScope scope, const std::string& name,
+                                const std::string& reason) {
+  for (auto& session : Sessions()) session->CancelMatching(scope, name, reason);
 }
 
 void GatewayCore::AuditRefusal(const Caller& caller, const std::string& session,

@@ -39,6 +39,10 @@ using PinReview = std::function<Result<std::vector<std::string>>(
 struct GatewayOptions {
   std::string server_version = "0.1.0";
   int worker_threads = 64;  // built-in calls hold a worker while they run; forwarded ones do not
+  // The control executor's threads (PostControl): the admin API and the cancelling of calls a
+  // kill switch covers. Never shared with calls, so calls that hold every worker (built-ins,
+  // and soon calls waiting for a person) cannot starve the request that would stop them.
+  int control_threads = 2;
   std::chrono::milliseconds upstream_ready_timeout{20000};
   UpstreamFactory make_upstream;
   PinReview pin_review;
@@ -63,8 +67,11 @@ class GatewayCore {
   Pipeline& pipeline() { return *pipeline_; }
   const GatewayOptions& options() const { return options_; }
 
-  // Runs `work` on the worker pool.
+  // Runs `work` on the worker pool (calls and what they need).
   void Post(std::function<void()> work);
+  // Runs `work` on the control executor: the admin and console API, and what a kill switch
+  // does to calls in flight. Short jobs only (a store write, an audit append); never a call.
+  void PostControl(std::function<void()> work);
 
   // The live upstream instances every session draws from (upstream_instances.h).
   UpstreamInstances& instances() { return *instances_; }
@@ -81,12 +88,19 @@ class GatewayCore {
   void AuditRefusal(const Caller& caller, const std::string& session, const std::string& what,
                     const std::string& reason);
 
-  // Sessions register so that a kill switch can reach their calls in flight.
+  // Sessions register so that a kill switch can reach their calls in flight: the core listens
+  // to its KillSwitches, and a switch that comes into force (pulled here, through the admin
+  // API, or by `warden kill` in another process) cancels the calls it covers, from the control
+  // executor.
   void Register(const std::shared_ptr<McpSession>& session);
   void Unregister(const McpSession* session);
   std::vector<std::shared_ptr<McpSession>> Sessions() const;
 
  private:
+  // Cancels every call in flight that a switch of `scope` and `name` covers (all of them for
+  // the global switch).
+  void CancelCovered(KillScope scope, const std::string& name, const std::string& reason);
+
   policy::PolicyHolder& policy_;
   audit::AuditLog& audit_;
   KillSwitches& switches_;
@@ -94,9 +108,17 @@ class GatewayCore {
   GatewayOptions options_;
   std::unique_ptr<Pipeline> pipeline_;
   boost::asio::thread_pool pool_;
+  boost::asio::thread_pool control_;
   std::unique_ptr<UpstreamInstances> instances_;
   mutable std::mutex sessions_mu_;
   std::vector<std::weak_ptr<McpSession>> sessions_;
+  // What the kill-switch listener reaches the core through: the switches outlive the core and
+  // may call their listeners until they go, so the destructor clears this first.
+  struct Listening {
+    std::mutex mu;
+    GatewayCore* core = nullptr;
+  };
+  std::shared_ptr<Listening> listening_;
 };
 
 // The name an upstream item is exposed under: PREFIX__NAME, or NAME when the prefix is empty.

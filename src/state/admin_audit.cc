@@ -1,9 +1,9 @@
 #include "state/admin_audit.h"
 
-#include <pwd.h>
 #include <unistd.h>
 
 #include "audit/audit_log.h"
+#include "common/login_name.h"
 
 namespace warden::state {
 
@@ -28,10 +28,8 @@ Status RecordAdminAction(const std::string& db_path, const AdminAction& action) 
 }
 
 std::string OperatorName() {
-  if (const passwd* pw = getpwuid(geteuid()); pw != nullptr && pw->pw_name != nullptr) {
-    return pw->pw_name;
-  }
-  return "uid " + std::to_string(geteuid());
+  std::string login = LoginName();
+  return login.empty() ? "uid " + std::to_string(geteuid()) : login;
 }
 
 }  // namespace warden::state

@@ -96,10 +96,7 @@ TEST_F(ForwardingTest, CancelledCallEndsAndTheUpstreamIsTold) {
 TEST_F(ForwardingTest, KillSwitchEndsAnUpstreamCallInFlight) {
   auto slow = CallTool(3, "echo__slow", {{"seconds", 30}});
   std::this_thread::sleep_for(300ms);
-  // As `warden serve` wires it (src/cli/gateway_setup.cc): a new switch reaches the sessions.
-  gw_->kills.Subscribe([this](KillScope scope, const std::string& name, const std::string& why) {
-    session_->CancelMatching(scope, name, why);
-  });
+  // The core listens to its switches: a new one reaches the sessions' calls in flight.
   ASSERT_TRUE(gw_->kills.Kill(KillScope::kTool, "echo__slow", "incident 7").ok());
   ASSERT_EQ(slow.wait_for(10s), std::future_status::ready) << "the killed call never ended";
   json reply = slow.get();

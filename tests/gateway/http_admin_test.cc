@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <vector>
 #include <string>
 #include <thread>
 
@@ -77,9 +78,7 @@ class AdminHost : public SessionHost {
   }
   void Admin(const Caller& caller, AdminRequest request,
              std::function<void(AdminReply)> done) override {
-    core_.Post([api = api_, caller, request = std::move(request), done = std::move(done)] {
-      done(api->Handle(caller, request));
-    });
+    api_->Submit(caller, std::move(request), std::move(done));
   }
 
  private:
@@ -91,19 +90,13 @@ class AdminHost : public SessionHost {
 class AdminApiTest : public ::testing::Test {
  protected:
   void StartServer(const std::string& policy_text = TwoTenantPolicy(),
-                   IdentityOptions identity = {}, AdminApiOptions admin = {}) {
+                   IdentityOptions identity = {}, AdminApiOptions admin = {},
+                   GatewayOptions gateway = {}) {
     auto policy = PolicyFromText(policy_text);
     ASSERT_NE(policy, nullptr);
-    gw_ = std::make_unique<testing::TestGateway>(policy, dir_.File("warden.db"));
-    // As `warden serve` does: a switch that comes into force cancels the matching calls.
-    GatewayCore* core = gw_->core.get();
-    gw_->kills.Subscribe([core](KillScope scope, const std::string& name,
-                                const std::string& reason) {
-      std::string why = "stopped by kill switch" + (reason.empty() ? "" : ": " + reason);
-      core->Post([core, scope, name, why] {
-        for (auto& session : core->Sessions()) session->CancelMatching(scope, name, why);
-      });
-    });
+    gw_ = std::make_unique<testing::TestGateway>(policy, dir_.File("warden.db"),
+                                                 Caller{"", "tester", "", ""}, gateway);
+    // A switch that comes into force cancels the matching calls: the core's own listener.
     auto auth = Authenticator::Create(*policy, identity);
     ASSERT_TRUE(auth.ok()) << auth.status().message();
     host_ = std::make_unique<AdminHost>(*gw_->core, std::move(*auth), admin);
@@ -250,6 +243,45 @@ TEST_F(AdminApiTest, ApproverKillsAnAgentOfTheirTenantAndEndsItsInFlightSandbox)
   EXPECT_EQ(admin[0].arguments["by"]["agent"], "ops");
   EXPECT_EQ(admin[1].decision, "unkill");
   EXPECT_TRUE(gw_->audit->Verify().ok());
+}
+
+// Calls that hold every worker (built-ins run on them; soon calls waiting for a person) must not
+// starve the admin API, nor the switch that would end them: both run on the core's control
+// executor.
+TEST_F(AdminApiTest, AttackCallsHoldingEveryWorkerStarveNeitherTheAdminApiNorTheirKill) {
+  StartServer(TwoTenantPolicy(), {}, {}, GatewayOptions{.worker_threads = 2});
+  std::string sid = Initialize("coder-key");
+  ASSERT_FALSE(sid.empty());
+  auto started = std::chrono::steady_clock::now();
+  std::vector<std::future<HttpReply>> sleeping;
+  for (int i = 0; i < 2; ++i) {
+    sleeping.push_back(std::async(std::launch::async,
+                                  [&, i] { return Exec(sid, "coder-key", "sleep 30", 20 + i); }));
+  }
+  std::this_thread::sleep_for(700ms);  // both sandboxes started, both workers held
+  // The workers are taken: a quick call waits behind the sleeps.
+  auto queued = std::async(std::launch::async, [&] { return Exec(sid, "coder-key", "echo queued", 30); });
+  ASSERT_EQ(queued.wait_for(1s), std::future_status::timeout)
+      << "a call ran although both workers were held: the test no longer holds them";
+
+  auto asked = std::chrono::steady_clock::now();
+  HttpReply listed = Api("GET", "ann-key");
+  EXPECT_EQ(listed.status, 200) << listed.body;
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 3s) << "the admin API waited for a worker";
+
+  HttpReply killed = Kill("ann-key", "agent", "coder", "held every worker");
+  ASSERT_EQ(killed.status, 200) << killed.body;
+  for (auto& call : sleeping) {
+    ASSERT_EQ(call.wait_for(10s), std::future_status::ready) << "a held call was not ended";
+    HttpReply ended = call.get();
+    EXPECT_NE(ended.body.find("held every worker"), std::string::npos) << ended.body;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 15s);
+  // The queued call then runs into the switch.
+  ASSERT_EQ(queued.wait_for(10s), std::future_status::ready);
+  HttpReply after = queued.get();
+  EXPECT_NE(after.body.find("agent:coder"), std::string::npos) << after.body;
+  EXPECT_EQ(Unkill("ann-key", "agent", "coder").status, 200);
 }
 
 TEST_F(AdminApiTest, AttackCrossTenantAndNonApproverChangesAreRefused) {
