@@ -26,8 +26,15 @@ void Pipeline::AddFinalStage(std::unique_ptr<Stage> stage) {
   final_stages_.push_back({std::move(stage), std::move(stats)});
 }
 
-void Pipeline::Count(Entry& entry, StageResult result) {
+void Pipeline::Count(Entry& entry, StageResult result, Clock::time_point started,
+                     std::optional<Clock::time_point> parked_at) {
+  const Clock::time_point now = Clock::now();
   std::lock_guard lock(stats_mu_);
+  entry.stats.time += now - started;
+  if (parked_at) {
+    ++entry.stats.resumed;
+    entry.stats.parked += now - *parked_at;
+  }
   switch (result) {
     case StageResult::kContinue:
       ++entry.stats.continued;
@@ -54,30 +61,39 @@ void Pipeline::RunAsync(CallContext& call, Done done) {
   Step(call, 0, std::move(done));
 }
 
+void Pipeline::CountPause(Entry& entry) {
+  std::lock_guard lock(stats_mu_);
+  ++entry.stats.paused;
+}
+
 void Pipeline::Step(CallContext& call, std::size_t next, Done done) {
   for (std::size_t i = next; i < stages_.size(); ++i) {
     call.park = nullptr;
+    const Clock::time_point started = Clock::now();
     StageOutcome outcome = stages_[i].stage->Run(call);
     if (outcome.result == StageResult::kPause && call.park) {
       auto park = std::move(call.park);
       call.park = nullptr;
+      const Clock::time_point parked_at = Clock::now();
+      CountPause(stages_[i]);
       // The thread that resumes carries the chain on; this one returns.
-      park([this, &call, i, done = std::move(done)](StageOutcome resumed) mutable {
-        if (Settle(call, i, std::move(resumed)))
+      park([this, &call, i, started, parked_at, done = std::move(done)](StageOutcome resumed) mutable {
+        if (Settle(call, i, std::move(resumed), started, parked_at))
           Step(call, i + 1, std::move(done));
         else
           Finish(call, done);
       });
       return;
     }
-    if (!Settle(call, i, std::move(outcome))) break;
+    if (!Settle(call, i, std::move(outcome), started, std::nullopt)) break;
   }
   Finish(call, done);
 }
 
-bool Pipeline::Settle(CallContext& call, std::size_t index, StageOutcome outcome) {
+bool Pipeline::Settle(CallContext& call, std::size_t index, StageOutcome outcome,
+                      Clock::time_point started, std::optional<Clock::time_point> parked_at) {
   Entry& entry = stages_[index];
-  Count(entry, outcome.result);
+  Count(entry, outcome.result, started, parked_at);
   if (outcome.result == StageResult::kContinue) return true;
   call.verdict = std::move(outcome);
   call.verdict_stage = std::string(entry.stage->name());
@@ -88,8 +104,9 @@ void Pipeline::Finish(CallContext& call, const Done& done) {
   // Final stages see the verdict; one that denies overrides it (an audit entry that could not
   // be written withholds the result), and the rest still run.
   for (Entry& entry : final_stages_) {
+    const Clock::time_point started = Clock::now();
     StageOutcome outcome = entry.stage->Run(call);
-    Count(entry, outcome.result);
+    Count(entry, outcome.result, started);
     if (outcome.result == StageResult::kDeny) {
       call.verdict = std::move(outcome);
       call.verdict_stage = std::string(entry.stage->name());

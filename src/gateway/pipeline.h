@@ -1,6 +1,7 @@
 // The per-call pipeline: an ordered chain of small stages that every tool call passes through
 // (ARCHITECTURE.md section 2). Each stage continues, denies with a reason that names the rule, or
-// pauses (declared for the approvals issue; no stage pauses yet). New behaviour is a new stage,
+// pauses: the execute stage parks a forwarded call until its upstream answers (Park, below), and
+// the approval stage will park a call until a person decides. New behaviour is a new stage,
 // never an `if` in the middle of the core. Contract: docs/gateway.md.
 #pragma once
 
@@ -122,10 +123,14 @@ class Stage {
   virtual StageOutcome Run(CallContext& call) = 0;
 };
 
-// Counters for one stage, under its stable name.
+// Counters for one stage, under its stable name (ready for /metrics). A run that parks counts
+// once in `paused` when it parks, and once more by how it ends when it resumes (`resumed` and
+// `continued` or `denied`); a pause without park (final) counts in `paused` only.
 struct StageStats {
   std::string name;
-  uint64_t continued = 0, denied = 0, paused = 0;
+  uint64_t continued = 0, denied = 0, paused = 0, resumed = 0;
+  // From each run's start to its end, parked time included; and the parked part alone.
+  std::chrono::nanoseconds time{0}, parked{0};
 };
 
 // Runs stages in order. Ordinary stages stop at the first one that does not continue; final
@@ -156,11 +161,17 @@ class Pipeline {
     std::unique_ptr<Stage> stage;
     StageStats stats;
   };
-  void Count(Entry& entry, StageResult result);
+  using Clock = std::chrono::steady_clock;
+  // Counts how one run of `entry` ended, started at `started` (parked from `parked_at` when it
+  // parked).
+  void Count(Entry& entry, StageResult result, Clock::time_point started,
+             std::optional<Clock::time_point> parked_at = std::nullopt);
+  void CountPause(Entry& entry);
   // Runs ordinary stages from index `next`, then the final stages.
   void Step(CallContext& call, std::size_t next, Done done);
   // Records how stage `index` ended; false when the chain stops there.
-  bool Settle(CallContext& call, std::size_t index, StageOutcome outcome);
+  bool Settle(CallContext& call, std::size_t index, StageOutcome outcome,
+              Clock::time_point started, std::optional<Clock::time_point> parked_at);
   void Finish(CallContext& call, const Done& done);
 
   std::vector<Entry> stages_, final_stages_;

@@ -116,8 +116,16 @@ TEST(Pipeline, AParkedStageResumesOnItsOwnThreadAndTheChainGoesOnThere) {
   EXPECT_NE(thread, std::this_thread::get_id());
   EXPECT_EQ(trace, (std::vector<std::string>{"policy", "execute parks", "execute resumes",
                                              "result", "audit"}));
-  EXPECT_EQ(p.Stats()[1].continued, 1u);
-  EXPECT_EQ(p.Stats()[1].paused, 0u);  // counted once, as it ended
+  StageStats execute = p.Stats()[1];
+  EXPECT_EQ(execute.name, "execute");
+  EXPECT_EQ(execute.paused, 1u);  // when it parked
+  EXPECT_EQ(execute.resumed, 1u);
+  EXPECT_EQ(execute.continued, 1u);  // how it ended
+  EXPECT_EQ(execute.denied, 0u);
+  EXPECT_GT(execute.parked.count(), 0);
+  EXPECT_GE(execute.time, execute.parked);
+  EXPECT_EQ(p.Stats()[0].paused, 0u);
+  EXPECT_EQ(p.Stats()[0].resumed, 0u);
 }
 
 TEST(Pipeline, AParkedStageThatResumesWithADenialStopsTheChain) {
@@ -147,6 +155,8 @@ TEST(Pipeline, PauseStopsTheChainLikeADenial) {
   CallContext call;
   EXPECT_EQ(p.Run(call).result, StageResult::kPause);
   EXPECT_EQ(trace, (std::vector<std::string>{"approval", "audit(after approval)"}));
+  EXPECT_EQ(p.Stats()[0].paused, 1u);  // a final pause: nothing resumes it
+  EXPECT_EQ(p.Stats()[0].resumed, 0u);
 }
 
 TEST(Pipeline, AFinalStageThatFailsWithholdsTheResult) {
