@@ -286,7 +286,7 @@ void HttpConnection::ServePreflight(bool has_origin) {
     headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
     headers.emplace_back("Access-Control-Allow-Headers",
                          "Content-Type, Authorization, Mcp-Session-Id, MCP-Protocol-Version, "
-                         "Last-Event-ID, Accept, X-Warden-Scope");
+                         "Last-Event-ID, Accept");
     headers.emplace_back("Access-Control-Max-Age", "600");
   }
   SendEmpty(Status::no_content, KeepAliveAfterRefusal(), headers);
