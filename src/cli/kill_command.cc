@@ -13,7 +13,6 @@ namespace {
 using nlohmann::json;
 using state::KillScope;
 
-
 json SwitchJson(KillScope scope, const std::string& name) {
   return {
       {"scope", state::ToString(scope)}, {"name", name}, {"switch", state::KillKey(scope, name)}};

@@ -14,10 +14,7 @@ namespace warden::cli {
 namespace {
 
 // Over stdio the caller is whoever started warden: the login name, unless --user says otherwise.
-std::string LocalUserName() {
-  std::string login = LoginName();
-  return login.empty() ? "local" : login;
-}
+std::string LocalUserName() { return LoginName("local"); }
 
 }  // namespace
 

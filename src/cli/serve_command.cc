@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-
 #include "common/login_name.h"
 #include "gateway/admin_api.h"
 #include "gateway/http_server.h"
@@ -135,8 +134,7 @@ int ServeCommand::Execute() {
   http.threads = std::max(1, threads_);
 
   const bool local = flags_.config.empty() && IsLoopback(http.host);
-  const std::string login = LoginName();
-  gateway::Caller local_caller{"", login.empty() ? "local" : login, "", ""};
+  gateway::Caller local_caller{"", LoginName("local"), "", ""};
   auto started = Gateway::Start(
       flags_, local_caller, err_,
       gateway::IdentityOptions{.local_single_user = local, .local_user = local_caller.user});

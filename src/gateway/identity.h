@@ -53,10 +53,10 @@ class Authenticator {
   std::shared_ptr<const State> state_;
 };
 
-// The scope a session asks for (`_meta["warden/scope"]` of the initialize request), given the caller as established so far. Returns the scope to record: the
-// policy must define it, and a session already in a scope may repeat that scope but never switch
-// to another (switching could widen what it may do; a scope only ever narrows). Errors name the
-// requested scope.
+// The scope a session asks for (`_meta["warden/scope"]` of the initialize request), given the
+// caller as established so far. Returns the scope to record: the policy must define it, and a
+// session already in a scope may repeat that scope but never switch to another (switching could
+// widen what it may do; a scope only ever narrows). Errors name the requested scope.
 Result<std::string> NarrowScope(const policy::Policy& policy, const Caller& caller,
                                 const std::string& requested);
 

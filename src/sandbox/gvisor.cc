@@ -59,7 +59,6 @@ constexpr const char* kRunDir = "/run/warden";
 // runsc exits with this status when it could not start the container at all.
 constexpr int kRunscFailed = 128;
 
-
 RunResult SetupError(const std::string& message) {
   RunResult r;
   r.backend = "gvisor";

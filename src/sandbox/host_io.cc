@@ -75,7 +75,11 @@ std::map<std::string, std::string> CleanEnv(const std::string& term) {
 
 std::vector<std::string> BuildEnv(const Options& o, std::string* path) {
   const char* term = getenv("TERM");
-  std::map<std::string, std::string> env = CleanEnv(term != nullptr ? term : "");
+  return BuildEnv(o, term != nullptr ? term : "", path);
+}
+
+std::vector<std::string> BuildEnv(const Options& o, const std::string& term, std::string* path) {
+  std::map<std::string, std::string> env = CleanEnv(term);
   for (const auto& [k, v] : o.env) env[k] = v;
   *path = env["PATH"];
   std::vector<std::string> out;

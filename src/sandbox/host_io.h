@@ -60,8 +60,11 @@ bool PumpOutput(OutputStream& s, uint64_t limit, bool* limit_hit);
 // environment but TERM, and that only as the caller passes it.
 std::map<std::string, std::string> CleanEnv(const std::string& term);
 
-// The clean environment (CleanEnv with warden's TERM) plus options.env, as NAME=VALUE; `path`
-// gets the PATH used to find the command.
+// The clean environment (CleanEnv(term)) plus options.env, as NAME=VALUE; `path` gets the PATH
+// used to find the command.
+std::vector<std::string> BuildEnv(const Options& options, const std::string& term,
+                                  std::string* path);
+// The same with warden's own TERM.
 std::vector<std::string> BuildEnv(const Options& options, std::string* path);
 
 }  // namespace warden::sandbox

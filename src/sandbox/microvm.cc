@@ -606,8 +606,9 @@ class VmRun {
       int timeout = -1;
       if (report_ && !qemu_done) {
         // The guest powers off right after its report; a guest that does not is stopped.
-        if (grace_deadline == 0) grace_deadline = MonotonicMs() + 3000;
-        timeout = grace_deadline > MonotonicMs() ? static_cast<int>(grace_deadline - MonotonicMs()) : 0;
+        const uint64_t now = MonotonicMs();
+        if (grace_deadline == 0) grace_deadline = now + 3000;
+        timeout = grace_deadline > now ? static_cast<int>(grace_deadline - now) : 0;
         if (timeout == 0) kill(qemu_pid_, SIGKILL);
       }
       if (qemu_done) timeout = 2000;  // the sockets' peers are gone: only buffered data is left

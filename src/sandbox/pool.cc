@@ -66,16 +66,6 @@ UniqueFd ArmTimer(uint64_t first_ms, uint64_t interval_ms) {
   return t;
 }
 
-// The command's environment: the clean defaults, the client's TERM, the pool's --env, the run's.
-std::vector<std::string> BuildEnv(const Options& o, const std::string& term, std::string* path) {
-  std::map<std::string, std::string> env = CleanEnv(term);
-  for (const auto& [k, v] : o.env) env[k] = v;
-  *path = env["PATH"];
-  std::vector<std::string> out;
-  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
-  return out;
-}
-
 // kHeld: assigned to a client that asked for the workspace, waiting for its "start".
 enum class SlotState { kStarting, kReady, kHeld, kClaimed };
 

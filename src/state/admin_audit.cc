@@ -28,8 +28,7 @@ Status RecordAdminAction(const std::string& db_path, const AdminAction& action) 
 }
 
 std::string OperatorName() {
-  std::string login = LoginName();
-  return login.empty() ? "uid " + std::to_string(geteuid()) : login;
+  return LoginName("uid " + std::to_string(geteuid()));
 }
 
 }  // namespace warden::state

@@ -96,7 +96,6 @@ class AdminApiTest : public ::testing::Test {
     ASSERT_NE(policy, nullptr);
     gw_ = std::make_unique<testing::TestGateway>(policy, dir_.File("warden.db"),
                                                  Caller{"", "tester", "", ""}, gateway);
-    // A switch that comes into force cancels the matching calls: the core's own listener.
     auto auth = Authenticator::Create(*policy, identity);
     ASSERT_TRUE(auth.ok()) << auth.status().message();
     host_ = std::make_unique<AdminHost>(*gw_->core, std::move(*auth), admin);
@@ -260,7 +259,8 @@ TEST_F(AdminApiTest, AttackCallsHoldingEveryWorkerStarveNeitherTheAdminApiNorThe
   }
   std::this_thread::sleep_for(700ms);  // both sandboxes started, both workers held
   // The workers are taken: a quick call waits behind the sleeps.
-  auto queued = std::async(std::launch::async, [&] { return Exec(sid, "coder-key", "echo queued", 30); });
+  auto queued =
+      std::async(std::launch::async, [&] { return Exec(sid, "coder-key", "echo queued", 30); });
   ASSERT_EQ(queued.wait_for(1s), std::future_status::timeout)
       << "a call ran although both workers were held: the test no longer holds them";
 
