@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/guard.h"
-#include "gateway/default_policy.h"
-#include "gateway/session.h"
+#include "policy/default_policy.h"
+#include "gateway/session/session.h"
 #include "policy/policy.h"
 #include "state/pins.h"
 #ifdef WARDEN_HAVE_UPSTREAM
@@ -131,14 +131,14 @@ Result<std::shared_ptr<const policy::Policy>> PolicyFromFlags(const GatewayFlags
     return std::make_shared<const policy::Policy>(std::move(*loaded));
   }
   if (ups.empty()) {
-    auto loaded = gateway::LoadDefaultPolicy();
+    auto loaded = policy::LoadDefaultPolicy();
     if (!loaded) return loaded.status();
     return std::make_shared<const policy::Policy>(std::move(*loaded));
   }
   // Quick use: the embedded default plus the upstreams the user named on the command line, whose
   // tools (and resources, prompts...) are allowed at risk medium. Generated as YAML so that the
   // real loader checks it: names, prefixes and collisions get the same errors as in a file.
-  std::string yaml = std::string(gateway::DefaultPolicyText());
+  std::string yaml = std::string(policy::DefaultPolicyText());
   std::string upstream_yaml = "upstreams:\n";
   std::string rules;
   for (const auto& up : ups) {
@@ -172,9 +172,9 @@ std::string JwksPathOf(const policy::Policy& policy) {
 
 }  // namespace
 
-Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, gateway::Caller caller,
+Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, identity::Caller caller,
                                                 std::ostream& log,
-                                                std::optional<gateway::IdentityOptions> identity) {
+                                                std::optional<identity::IdentityOptions> identity) {
   // SIGHUP asks for a policy reload: the watcher thread takes it with sigtimedwait, so no other
   // thread may receive it. Blocked before any thread starts (threads inherit the mask).
   sigset_t hup;
@@ -194,9 +194,9 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, gatew
   // Like the policy file's, the JWKS file's stamp is taken before it is read.
   config_stamp.second = FileStamp(JwksPathOf(**policy));
   if (g->identity_) {
-    auto auth = gateway::Authenticator::Create(**policy, *g->identity_);
+    auto auth = identity::Authenticator::Create(**policy, *g->identity_);
     if (!auth) return auth.status().Wrap("identity");
-    g->auth_.store(std::make_shared<const gateway::Authenticator>(std::move(*auth)));
+    g->auth_.store(std::make_shared<const identity::Authenticator>(std::move(*auth)));
   }
   if (flags.audit_db.empty() && !flags.config.empty() && !(*policy)->storage.postgres.empty())
     return Status::Error("storage.postgres is not supported yet; use storage.sqlite or --audit-db");
@@ -282,14 +282,14 @@ bool Gateway::Reload() {
   auto loaded = PolicyFromFlags(flags_);
   if (!loaded) return failed(loaded.status());
   jwks_path_ = JwksPathOf(**loaded);  // watched from now on, so that fixing it is seen
-  std::shared_ptr<const gateway::Authenticator> auth;
+  std::shared_ptr<const identity::Authenticator> auth;
   if (identity_) {
     // Built before anything changes: if the new identity section cannot be used, neither the
     // new policy nor any of its keys is put in force (a new rule must not run with old keys,
     // and a key the new file removed must not keep working under it).
-    auto built = gateway::Authenticator::Create(**loaded, *identity_);
+    auto built = identity::Authenticator::Create(**loaded, *identity_);
     if (!built) return failed(built.status().Wrap("identity"));
-    auth = std::make_shared<const gateway::Authenticator>(std::move(*built));
+    auth = std::make_shared<const identity::Authenticator>(std::move(*built));
   }
   // Logged before the policy is in force: whoever sees the new policy sees the line too.
   log_ << "warden: policy reloaded from " + flags_.config + "\n";

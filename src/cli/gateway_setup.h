@@ -15,11 +15,11 @@
 
 #include "audit/audit_log.h"
 #include "common/status.h"
-#include "gateway/builtin_tools.h"
-#include "gateway/exec_pool.h"
+#include "gateway/builtins/builtin_tools.h"
+#include "gateway/builtins/exec_pool.h"
 #include "gateway/gateway.h"
-#include "gateway/identity.h"
-#include "gateway/kill_switches.h"
+#include "identity/identity.h"
+#include "gateway/stages/kill_switches.h"
 #include "policy/holder.h"
 #include "state/pins.h"
 
@@ -63,15 +63,15 @@ class Gateway {
   // Authenticator too, at start and on every reload: a policy whose identity cannot be built
   // (an unreadable JWKS file, a bad key) is refused as a whole, like a policy with a syntax error.
   static Result<std::unique_ptr<Gateway>> Start(
-      const GatewayFlags& flags, gateway::Caller caller, std::ostream& log,
-      std::optional<gateway::IdentityOptions> identity = std::nullopt);
+      const GatewayFlags& flags, identity::Caller caller, std::ostream& log,
+      std::optional<identity::IdentityOptions> identity = std::nullopt);
   ~Gateway();
 
   gateway::GatewayCore& core() { return *core_; }
   policy::PolicyHolder& policy() { return holder_; }
   // The authenticator built from the policy in force (null without `identity`). Put in force
   // before its policy, and replaced only with it: a reload either brings both or neither.
-  std::shared_ptr<const gateway::Authenticator> authenticator() const {
+  std::shared_ptr<const identity::Authenticator> authenticator() const {
     return auth_.load(std::memory_order_acquire);
   }
   const std::string& audit_path() const { return audit_path_; }
@@ -103,8 +103,8 @@ class Gateway {
   gateway::BuiltinTools tools_;
   std::unique_ptr<gateway::GatewayCore> core_;
   std::string audit_path_;
-  std::optional<gateway::IdentityOptions> identity_;
-  std::atomic<std::shared_ptr<const gateway::Authenticator>> auth_;
+  std::optional<identity::IdentityOptions> identity_;
+  std::atomic<std::shared_ptr<const identity::Authenticator>> auth_;
   std::mutex reload_mu_;
   std::string jwks_path_;  // under reload_mu_: identity.jwt.jwks_file of the last policy read
   std::atomic<bool> stop_{false};

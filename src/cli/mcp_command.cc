@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "common/login_name.h"
-#include "gateway/session.h"
-#include "gateway/stdio_server.h"
+#include "gateway/session/session.h"
+#include "gateway/stdio/stdio_server.h"
 
 namespace warden::cli {
 
@@ -35,7 +35,7 @@ int McpCommand::Execute() {
 }
 
 int McpCommand::Serve(int in_fd, int out_fd) {
-  gateway::Caller caller{tenant_, user_.empty() ? LocalUserName() : user_, agent_, ""};
+  identity::Caller caller{tenant_, user_.empty() ? LocalUserName() : user_, agent_, ""};
   auto started = Gateway::Start(flags_, caller, err_);
   if (!started) {
     err_ << "warden mcp: " + started.status().message() + "\n";

@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include "common/login_name.h"
-#include "gateway/admin_api.h"
-#include "gateway/http_server.h"
-#include "gateway/identity.h"
-#include "gateway/session.h"
+#include "gateway/http/admin_api.h"
+#include "gateway/http/http_server.h"
+#include "identity/identity.h"
+#include "gateway/session/session.h"
 #include "sandbox/options.h"
 
 namespace warden::cli {
@@ -30,14 +30,14 @@ class ServeHost : public gateway::SessionHost {
         admin_(std::make_shared<gateway::AdminApi>(
             gateway.core(), gateway::AdminApiOptions{.local_operator = local_operator})) {}
 
-  Result<gateway::Caller> Authenticate(std::string_view authorization,
+  Result<identity::Caller> Authenticate(std::string_view authorization,
                                        const std::string&) override {
     // The gateway replaces the authenticator together with the policy it was built from
     // (Gateway::Reload): a reload whose identity cannot be built changes neither.
     return gateway_.authenticator()->Authenticate(authorization);
   }
 
-  void Refused(const gateway::Caller& caller, int http_status, const std::string& what,
+  void Refused(const identity::Caller& caller, int http_status, const std::string& what,
                const std::string& peer) override {
     // Called on an I/O thread: the write goes to the worker pool.
     gateway::GatewayCore& core = gateway_.core();
@@ -47,14 +47,14 @@ class ServeHost : public gateway::SessionHost {
     });
   }
 
-  void Admin(const gateway::Caller& caller, gateway::AdminRequest request,
+  void Admin(const identity::Caller& caller, gateway::AdminRequest request,
              std::function<void(gateway::AdminReply)> done) override {
     // The store write and the audit append block: on the control executor, which calls that
     // hold every worker cannot starve.
     admin_->Submit(caller, std::move(request), std::move(done));
   }
 
-  std::shared_ptr<gateway::McpSession> CreateSession(const gateway::Caller& caller) override {
+  std::shared_ptr<gateway::McpSession> CreateSession(const identity::Caller& caller) override {
     auto session = std::make_shared<gateway::McpSession>(
         gateway_.core(), caller, gateway::SessionOptions{.transport = "http"});
     gateway_.core().Register(session);
@@ -134,10 +134,10 @@ int ServeCommand::Execute() {
   http.threads = std::max(1, threads_);
 
   const bool local = flags_.config.empty() && IsLoopback(http.host);
-  gateway::Caller local_caller{"", LoginName("local"), "", ""};
+  identity::Caller local_caller{"", LoginName("local"), "", ""};
   auto started = Gateway::Start(
       flags_, local_caller, err_,
-      gateway::IdentityOptions{.local_single_user = local, .local_user = local_caller.user});
+      identity::IdentityOptions{.local_single_user = local, .local_user = local_caller.user});
   if (!started) {
     err_ << "warden serve: " + started.status().message() + "\n";
     return 2;

@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include "common/guard.h"
-#include "gateway/session.h"
-#include "gateway/upstream_instances.h"
+#include "gateway/session/session.h"
+#include "gateway/session/upstream_instances.h"
 #include "sandbox/profile.h"
 
 namespace warden::gateway {
@@ -17,7 +17,7 @@ namespace warden::gateway {
 namespace fs = std::filesystem;
 
 GatewayCore::GatewayCore(policy::PolicyHolder& policy, audit::AuditLog& audit,
-                         KillSwitches& switches, const BuiltinTools& tools, Caller default_caller,
+                         KillSwitches& switches, const BuiltinTools& tools, identity::Caller default_caller,
                          GatewayOptions options)
     : policy_(policy),
       audit_(audit),
@@ -76,7 +76,7 @@ void GatewayCore::CancelCovered(KillScope scope, const std::string& name,
   for (auto& session : Sessions()) session->CancelMatching(scope, name, reason);
 }
 
-void GatewayCore::AuditRefusal(const Caller& caller, const std::string& session,
+void GatewayCore::AuditRefusal(const identity::Caller& caller, const std::string& session,
                                const std::string& what, const std::string& reason) {
   audit::AuditEntry entry;
   entry.tenant = caller.tenant;

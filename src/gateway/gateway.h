@@ -12,10 +12,10 @@
 
 #include "audit/audit_log.h"
 #include "common/status.h"
-#include "gateway/builtin_tools.h"
-#include "gateway/kill_switches.h"
-#include "gateway/pipeline.h"
-#include "gateway/stages.h"
+#include "gateway/builtins/builtin_tools.h"
+#include "gateway/stages/kill_switches.h"
+#include "gateway/pipeline/pipeline.h"
+#include "gateway/stages/stages.h"
 #include "policy/holder.h"
 #include "upstream/client.h"
 
@@ -57,7 +57,7 @@ class GatewayCore {
   // Nothing is owned but the pipeline and the pool; policy, audit, switches and tools must
   // outlive the core.
   GatewayCore(policy::PolicyHolder& policy, audit::AuditLog& audit, KillSwitches& switches,
-              const BuiltinTools& tools, Caller default_caller, GatewayOptions options = {});
+              const BuiltinTools& tools, identity::Caller default_caller, GatewayOptions options = {});
   ~GatewayCore();
 
   policy::PolicyHolder& policy() { return policy_; }
@@ -85,7 +85,7 @@ class GatewayCore {
 
   // Records a request refused before the pipeline (a protocol error, an HTTP refusal) as a
   // decision entry with decision "error" and rule "protocol". Blocks for the write.
-  void AuditRefusal(const Caller& caller, const std::string& session, const std::string& what,
+  void AuditRefusal(const identity::Caller& caller, const std::string& session, const std::string& what,
                     const std::string& reason);
 
   // Sessions register so that a kill switch can reach their calls in flight: the core listens

@@ -1,6 +1,6 @@
 // sandbox__exec: argument checking, and real runs in a real sandbox (files in and out, the
 // interpreters, cancellation, and the attacks on output collection).
-#include "gateway/builtin_tools.h"
+#include "gateway/builtins/builtin_tools.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -14,8 +14,8 @@
 #include <optional>
 #include <thread>
 
-#include "gateway/exec_pool.h"
-#include "gateway/web_fetch.h"
+#include "gateway/builtins/exec_pool.h"
+#include "gateway/builtins/web_fetch.h"
 #include "testing.h"
 
 namespace warden::gateway {

@@ -1,12 +1,12 @@
 // sandbox__exec's pool as the policy asks for it (gateway/exec_pool.h): the plan a policy and
 // --exec-pool make, and a slot that follows it across reloads, on real pools (`warden pool start`).
-#include "gateway/exec_pool.h"
+#include "gateway/builtins/exec_pool.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
-#include "gateway/builtin_tools.h"
+#include "gateway/builtins/builtin_tools.h"
 #include "sandbox/launcher.h"
 #include "testing.h"
 

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <future>
 
-#include "gateway/session.h"
+#include "gateway/session/session.h"
 #include "upstream/client.h"
 #include "testing.h"
 
@@ -28,12 +28,12 @@ class ForwardingTest : public ::testing::Test {
         PolicyFromText("version: 1\nupstreams:\n  echo:\n    command: [/usr/bin/python3, \"" + testing::EchoFixture() +
                        "\"]\ntools:\n  - match: { server: echo }\n    risk: low\n"
                        "defaults:\n  effect_by_risk: { low: allow, medium: allow, high: deny }\n"),
-        dir_.File("warden.db"), Caller{"", "tester", "", ""},
+        dir_.File("warden.db"), identity::Caller{"", "tester", "", ""},
         GatewayOptions{.make_upstream = [](upstream::Spec spec, upstream::Events events,
                                            upstream::ClientOptions options) {
           return upstream::Client::Create(std::move(spec), std::move(events), std::move(options));
         }});
-    session_ = gw_->NewSession(Caller{"", "tester", "", ""}, "sess-fwd");
+    session_ = gw_->NewSession(identity::Caller{"", "tester", "", ""}, "sess-fwd");
     json init = Call(1, "initialize",
                      {{"protocolVersion", "2025-06-18"},
                       {"capabilities", json::object()},

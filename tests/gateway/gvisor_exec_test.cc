@@ -5,7 +5,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "gateway/builtin_tools.h"
+#include "gateway/builtins/builtin_tools.h"
 #include "sandbox/profile.h"
 #include "testing.h"
 

@@ -1,5 +1,5 @@
 // The admin API (kill switches over HTTP, src/gateway/admin_api.h) on a real HttpServer, with
-// real McpSessions on a real GatewayCore, callers authenticated by the real Authenticator from API
+// real McpSessions on a real GatewayCore, callers authenticated by the real identity::Authenticator from API
 // keys in a two-tenant policy, sandbox__exec running for real, and the kill switches wired to
 // the sessions' in-flight calls as `warden serve` wires them (gateway_setup.cc).
 #include <gtest/gtest.h>
@@ -11,10 +11,10 @@
 #include <string>
 #include <thread>
 
-#include "gateway/admin_api.h"
-#include "gateway/http_server.h"
-#include "gateway/identity.h"
-#include "gateway/session.h"
+#include "gateway/http/admin_api.h"
+#include "gateway/http/http_server.h"
+#include "identity/identity.h"
+#include "gateway/session/session.h"
 #include "http_client.h"
 #include "testing.h"
 
@@ -28,7 +28,7 @@ using testing::TempDir;
 // Keys: ann (approver of acme, through her agent ops), carl (not an approver, agent coder),
 // gina (approver of globex, agent gops). Both tenants have an agent called "shared".
 std::string TwoTenantPolicy() {
-  auto key = [](const char* k) { return "[\"" + HashApiKey(k) + "\"]"; };
+  auto key = [](const char* k) { return "[\"" + identity::HashApiKey(k) + "\"]"; };
   return std::string(R"(version: 1
 identity:
   tenants:
@@ -59,44 +59,44 @@ defaults:
 
 class AdminHost : public SessionHost {
  public:
-  AdminHost(GatewayCore& core, Authenticator auth, AdminApiOptions options)
+  AdminHost(GatewayCore& core, identity::Authenticator auth, AdminApiOptions options)
       : core_(core), auth_(std::move(auth)), api_(std::make_shared<AdminApi>(core, options)) {}
-  Result<Caller> Authenticate(std::string_view authorization, const std::string&) override {
+  Result<identity::Caller> Authenticate(std::string_view authorization, const std::string&) override {
     return auth_.Authenticate(authorization);
   }
-  std::shared_ptr<McpSession> CreateSession(const Caller& caller) override {
+  std::shared_ptr<McpSession> CreateSession(const identity::Caller& caller) override {
     auto session = std::make_shared<McpSession>(core_, caller, SessionOptions{.transport = "http"});
     core_.Register(session);
     return session;
   }
-  void Refused(const Caller& caller, int status, const std::string& what,
+  void Refused(const identity::Caller& caller, int status, const std::string& what,
                const std::string& peer) override {
     GatewayCore* core = &core_;
     core_.Post([core, caller, status, what, peer] {
       core->AuditRefusal(caller, "", "http " + std::to_string(status), what + " (" + peer + ")");
     });
   }
-  void Admin(const Caller& caller, AdminRequest request,
+  void Admin(const identity::Caller& caller, AdminRequest request,
              std::function<void(AdminReply)> done) override {
     api_->Submit(caller, std::move(request), std::move(done));
   }
 
  private:
   GatewayCore& core_;
-  Authenticator auth_;
+  identity::Authenticator auth_;
   std::shared_ptr<AdminApi> api_;
 };
 
 class AdminApiTest : public ::testing::Test {
  protected:
   void StartServer(const std::string& policy_text = TwoTenantPolicy(),
-                   IdentityOptions identity = {}, AdminApiOptions admin = {},
+                   identity::IdentityOptions identity = {}, AdminApiOptions admin = {},
                    GatewayOptions gateway = {}) {
     auto policy = PolicyFromText(policy_text);
     ASSERT_NE(policy, nullptr);
     gw_ = std::make_unique<testing::TestGateway>(policy, dir_.File("warden.db"),
-                                                 Caller{"", "tester", "", ""}, gateway);
-    auto auth = Authenticator::Create(*policy, identity);
+                                                 identity::Caller{"", "tester", "", ""}, gateway);
+    auto auth = identity::Authenticator::Create(*policy, identity);
     ASSERT_TRUE(auth.ok()) << auth.status().message();
     host_ = std::make_unique<AdminHost>(*gw_->core, std::move(*auth), admin);
     HttpServerOptions options;
@@ -420,7 +420,7 @@ TEST_F(AdminApiTest, BadRequestsGetClearJsonErrors) {
 }
 
 TEST_F(AdminApiTest, LocalOperatorMayChangeEverySwitch) {
-  StartServer("version: 1\n", IdentityOptions{.local_single_user = true, .local_user = "me"},
+  StartServer("version: 1\n", identity::IdentityOptions{.local_single_user = true, .local_user = "me"},
               AdminApiOptions{.local_operator = true});
   HttpReply tool = Kill("", "tool", "sandbox__exec", "maintenance");
   ASSERT_EQ(tool.status, 200) << tool.body;
@@ -438,7 +438,7 @@ TEST_F(AdminApiTest, LocalOperatorMayChangeEverySwitch) {
 
 TEST_F(AdminApiTest, WithoutLocalOperatorModeAPolicyWithoutTenantsGivesNoOperator) {
   // Single-user mode on a non-loopback listener is not the local operator.
-  StartServer("version: 1\n", IdentityOptions{.local_single_user = true, .local_user = "me"},
+  StartServer("version: 1\n", identity::IdentityOptions{.local_single_user = true, .local_user = "me"},
               AdminApiOptions{.local_operator = false});
   EXPECT_EQ(Kill("", "tool", "sandbox__exec").status, 403);
   EXPECT_TRUE(gw_->kills.Active().empty());

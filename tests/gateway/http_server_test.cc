@@ -10,7 +10,7 @@
 //  * FakeUpstream stands in for a third-party upstream MCP server, so a test can make the
 //    session send notifications (the GET stream) and progress during a call (POST switched to
 //    SSE) at a moment of the test's choosing.
-#include "gateway/http_server.h"
+#include "gateway/http/http_server.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -34,12 +34,12 @@
 #include <thread>
 #include <vector>
 
-#include "gateway/default_policy.h"
+#include "policy/default_policy.h"
 #include "gateway/gateway.h"
-#include "gateway/http_replay.h"
-#include "gateway/http_rules.h"
-#include "gateway/kill_switches.h"
-#include "gateway/session.h"
+#include "gateway/http/http_replay.h"
+#include "gateway/http/http_rules.h"
+#include "gateway/stages/kill_switches.h"
+#include "gateway/session/session.h"
 #include "http_client.h"
 #include "testing.h"
 
@@ -116,17 +116,17 @@ class TestHost : public SessionHost {
  public:
   explicit TestHost(GatewayCore& core) : core_(core) {}
 
-  Result<Caller> Authenticate(std::string_view authorization, const std::string& peer) override {
+  Result<identity::Caller> Authenticate(std::string_view authorization, const std::string& peer) override {
     {
       std::lock_guard lock(mu_);
       last_peer_ = peer;
     }
-    if (authorization == "Bearer alice-key") return Caller{"", "alice", "", ""};
-    if (authorization == "Bearer bob-key") return Caller{"", "bob", "", ""};
+    if (authorization == "Bearer alice-key") return identity::Caller{"", "alice", "", ""};
+    if (authorization == "Bearer bob-key") return identity::Caller{"", "bob", "", ""};
     return Status::Error(authorization.empty() ? "missing credentials: send Authorization: Bearer"
                                                : "unknown API key");
   }
-  std::shared_ptr<McpSession> CreateSession(const Caller& caller) override {
+  std::shared_ptr<McpSession> CreateSession(const identity::Caller& caller) override {
     auto session = std::make_shared<McpSession>(core_, caller, SessionOptions{.transport = "http"});
     core_.Register(session);
     std::lock_guard lock(mu_);
@@ -177,7 +177,7 @@ defaults:
 class HttpServerTest : public ::testing::Test {
  protected:
   void StartServer(HttpServerOptions options = {},
-                   const std::string& policy_text = std::string(DefaultPolicyText())) {
+                   const std::string& policy_text = std::string(policy::DefaultPolicyText())) {
     holder_.Set(PolicyFromText(policy_text));
     log_ = OpenAudit(dir_.File("warden.db"));
     ASSERT_NE(log_, nullptr);
@@ -193,7 +193,7 @@ class HttpServerTest : public ::testing::Test {
       return std::unique_ptr<upstream::Client>(std::move(fake));
     };
     core_ = std::make_unique<GatewayCore>(holder_, *log_, kills_, tools_,
-                                          Caller{"", "tester", "", ""}, gateway_options);
+                                          identity::Caller{"", "tester", "", ""}, gateway_options);
     host_ = std::make_unique<TestHost>(*core_);
     options.port = 0;
     server_ = std::make_unique<HttpServer>(*host_, options);
@@ -1104,10 +1104,10 @@ TEST_F(HttpServerTest, GetStreamResumesWithinItsBoundedReplayBuffer) {
 
 TEST(HttpServerStartTest, BadHostAndPortInUseAreErrors) {
   struct NoHost : SessionHost {
-    Result<Caller> Authenticate(std::string_view, const std::string&) override {
+    Result<identity::Caller> Authenticate(std::string_view, const std::string&) override {
       return Status::Error("no");
     }
-    std::shared_ptr<McpSession> CreateSession(const Caller&) override { return nullptr; }
+    std::shared_ptr<McpSession> CreateSession(const identity::Caller&) override { return nullptr; }
   } host;
   HttpServer bad_host(host, HttpServerOptions{.host = "not an address", .port = 0});
   Status st = bad_host.Start();

@@ -1,8 +1,8 @@
-// Caller identity: API keys, JWTs, single-user mode and scope narrowing (gateway/identity.h).
+// Caller identity: API keys, JWTs, single-user mode and scope narrowing (identity/identity.h).
 // Tokens are signed here with OpenSSL and the test keys in fixtures/jwt/, and, for a check by an
 // independent implementation, taken from fixtures/jwt/node_tokens.json (made by Node's crypto:
 // fixtures/jwt/make_fixtures.mjs). The fixture keys are test keys, used nowhere else.
-#include "gateway/identity.h"
+#include "identity/identity.h"
 
 #include <gtest/gtest.h>
 #include <openssl/ec.h>
@@ -23,7 +23,7 @@
 
 #include "policy/policy.h"
 
-namespace warden::gateway {
+namespace warden::identity {
 namespace {
 
 using nlohmann::json;
@@ -873,4 +873,4 @@ TEST(NarrowScopeTest, SwitchingOrWideningAScopeIsRefused) {
 }
 
 }  // namespace
-}  // namespace warden::gateway
+}  // namespace warden::identity

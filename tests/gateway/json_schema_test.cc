@@ -2,7 +2,7 @@
 // reads, invalid schemas refused at compile, hostile schemas and values bounded, and the real
 // inputSchemas of the MCP reference servers (fixtures/schemas/*.json: their tools/list results,
 // captured from the pinned packages in tests/e2e; docs/json-schema.md says how).
-#include "gateway/json_schema.h"
+#include "schema/json_schema.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-namespace warden::gateway {
+namespace warden::schema {
 namespace {
 
 // The budgets below bound hostile schemas' cost (linear, not exponential); a sanitizer build runs
@@ -752,4 +752,4 @@ TEST(ToolSchemaCache, ConcurrentChecksGetTheirOwnSchemasAnswers) {
 }
 
 }  // namespace
-}  // namespace warden::gateway
+}  // namespace warden::schema

@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "audit/audit_log.h"
-#include "gateway/identity.h"
+#include "identity/identity.h"
 #include "policy/policy.h"
 #include "testing.h"
 
@@ -150,7 +150,7 @@ TEST(Gateway, ExecPoolFollowsThePolicyAcrossReloads) {
   GatewayFlags flags;
   flags.config = config;
   flags.audit_db = dir.File("a.db");
-  auto gateway = Gateway::Start(flags, gateway::Caller{"", "tester", "", ""}, log);
+  auto gateway = Gateway::Start(flags, identity::Caller{"", "tester", "", ""}, log);
   ASSERT_TRUE(gateway.ok()) << gateway.status().message();
   EXPECT_TRUE(buf.WaitFor("warden: sandbox__exec pre-warms 1 sandbox of profile 'default'\n"))
       << buf.Text();
@@ -192,7 +192,7 @@ TEST(Gateway, ReloadWithAnUnreadableJwksKeepsTheOldPolicyAndItsKeys) {
            "    acme:\n"
            "      users: { alice: {} }\n"
            "      agents:\n"
-           "        bot: { user: alice, keys: [\"" + gateway::HashApiKey(key) + "\"] }\n"
+           "        bot: { user: alice, keys: [\"" + identity::HashApiKey(key) + "\"] }\n"
            "  jwt: { issuer: https://idp.example, jwks_file: \"" + jwks + "\" }\n"
            "tools:\n"
            "  - match: { tool: \"web__fetch\" }\n"
@@ -206,8 +206,8 @@ TEST(Gateway, ReloadWithAnUnreadableJwksKeepsTheOldPolicyAndItsKeys) {
   flags.config = config;
   flags.audit_db = dir.File("a.db");
   flags.exec_pool = 0;
-  auto started = Gateway::Start(flags, gateway::Caller{"", "tester", "", ""}, log,
-                                gateway::IdentityOptions{});
+  auto started = Gateway::Start(flags, identity::Caller{"", "tester", "", ""}, log,
+                                identity::IdentityOptions{});
   ASSERT_TRUE(started.ok()) << started.status().message();
   Gateway& g = **started;
   const auto first = g.policy().Current();

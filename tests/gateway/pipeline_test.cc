@@ -1,6 +1,6 @@
 // The pipeline contract: stages run in order, the first that does not continue stops the chain,
 // and final stages (audit) run whatever happened.
-#include "gateway/pipeline.h"
+#include "gateway/pipeline/pipeline.h"
 
 #include <gtest/gtest.h>
 

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "gateway/identity.h"
+#include "identity/identity.h"
 #include "http_client.h"
 #include "testing.h"
 
@@ -85,7 +85,7 @@ TEST(ServeCrash, KillNineWhileSixteenClientsCallLeavesAVerifiableLogWithEveryAns
             "    acme:\n"
             "      users: { alice: {} }\n"
             "      agents:\n"
-            "        bot: { user: alice, keys: [\"" + HashApiKey(kKey) + "\"] }\n"
+            "        bot: { user: alice, keys: [\"" + identity::HashApiKey(kKey) + "\"] }\n"
             "tools:\n"
             "  - match: { tool: sandbox__exec, args: { \"/argv/1\": { prefix: \"call-\" } } }\n"
             "    risk: low\n"

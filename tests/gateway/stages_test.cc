@@ -1,6 +1,6 @@
 // The standard stages with a real policy and a real audit log: every decision is written down
 // with its rule, denials included.
-#include "gateway/stages.h"
+#include "gateway/stages/stages.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "gateway/default_policy.h"
+#include "policy/default_policy.h"
 #include "testing.h"
 
 namespace warden::gateway {
@@ -53,7 +53,7 @@ class StagesTest : public ::testing::Test {
     holder_.Set(PolicyFromText(kPolicy));
     log_ = OpenAudit(dir_.File("audit.db"));
     ASSERT_NE(log_, nullptr);
-    pipeline_.AddStage(std::make_unique<IdentityStage>(Caller{"", "alice", "", ""}));
+    pipeline_.AddStage(std::make_unique<IdentityStage>(identity::Caller{"", "alice", "", ""}));
     pipeline_.AddStage(std::make_unique<KillSwitchStage>(kills_));
     pipeline_.AddStage(std::make_unique<PolicyStage>(holder_));
     auto exec = std::make_unique<FakeExecute>();
@@ -178,7 +178,7 @@ TEST_F(StagesTest, TheChainVerifiesAfterMixedDecisions) {
 
 TEST(StandardPipeline, ChainsTheStagesInTheArchitecturesOrder) {
   TempDir dir;
-  policy::PolicyHolder holder(PolicyFromText(std::string(DefaultPolicyText())));
+  policy::PolicyHolder holder(PolicyFromText(std::string(policy::DefaultPolicyText())));
   KillSwitches kills;
   BuiltinTools tools = BuiltinTools::Default();
   auto log = OpenAudit(dir.File("a.db"));
@@ -262,7 +262,7 @@ TEST(StandardPipeline, AuditEntrySaysWhenThePreWarmedPoolRanTheCode) {
 }
 
 TEST(DefaultPolicy, AllowsSandboxExecAtMediumAndDeniesEverythingElse) {
-  auto loaded = LoadDefaultPolicy();
+  auto loaded = policy::LoadDefaultPolicy();
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   auto d = policy::Decide(*loaded, {}, {"sandbox", "sandbox__exec", {{"command", "ls"}}});
   EXPECT_EQ(d.effect, policy::Effect::kAllow);

@@ -1,7 +1,7 @@
 // `warden mcp`'s transport driven in-process over a socketpair with real JSON lines, the way an
 // MCP client spawning warden talks to it; sandbox__exec runs for real and the audit log is
 // checked afterwards.
-#include "gateway/stdio_server.h"
+#include "gateway/stdio/stdio_server.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -9,8 +9,8 @@
 
 #include <thread>
 
-#include "gateway/default_policy.h"
-#include "gateway/kill_switches.h"
+#include "policy/default_policy.h"
+#include "gateway/stages/kill_switches.h"
 #include "testing.h"
 
 namespace warden::gateway {
@@ -27,11 +27,11 @@ class StdioServerTest : public ::testing::Test {
   void Start(std::shared_ptr<const policy::Policy> policy,
              std::size_t max_bytes = 4 * 1024 * 1024) {
     gw_ = std::make_unique<testing::TestGateway>(
-        std::move(policy), dir_.File("warden.db"), Caller{"", "tester", "", ""},
+        std::move(policy), dir_.File("warden.db"), identity::Caller{"", "tester", "", ""},
         GatewayOptions{.server_version = "9.9"});
     ASSERT_NE(gw_->audit, nullptr);
     log_ = gw_->audit.get();
-    session_ = gw_->NewSession(Caller{"", "tester", "", ""}, "sess-1");
+    session_ = gw_->NewSession(identity::Caller{"", "tester", "", ""}, "sess-1");
     max_bytes_ = max_bytes;
     int sv[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -109,7 +109,7 @@ class StdioServerTest : public ::testing::Test {
 };
 
 std::shared_ptr<const policy::Policy> DefaultPolicy() {
-  auto p = LoadDefaultPolicy();
+  auto p = policy::LoadDefaultPolicy();
   EXPECT_TRUE(p.ok());
   return std::make_shared<const policy::Policy>(std::move(*p));
 }

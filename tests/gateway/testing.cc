@@ -72,13 +72,13 @@ void WriteFile(const std::string& path, const std::string& text) {
 }
 
 TestGateway::TestGateway(std::shared_ptr<const policy::Policy> policy,
-                         const std::string& audit_path, Caller caller, GatewayOptions options)
+                         const std::string& audit_path, identity::Caller caller, GatewayOptions options)
     : holder(std::move(policy)), audit(OpenAudit(audit_path)) {
   core = std::make_unique<GatewayCore>(holder, *audit, kills, tools, std::move(caller),
                                        std::move(options));
 }
 
-std::shared_ptr<McpSession> TestGateway::NewSession(Caller caller, std::string id) {
+std::shared_ptr<McpSession> TestGateway::NewSession(identity::Caller caller, std::string id) {
   auto session = std::make_shared<McpSession>(*core, std::move(caller),
                                               SessionOptions{.session_id = std::move(id)});
   core->Register(session);

@@ -5,11 +5,11 @@
 #include <string>
 
 #include "audit/audit_log.h"
-#include "gateway/builtin_tools.h"
-#include "gateway/exec_pool.h"
+#include "gateway/builtins/builtin_tools.h"
+#include "gateway/builtins/exec_pool.h"
 #include "gateway/gateway.h"
-#include "gateway/kill_switches.h"
-#include "gateway/session.h"
+#include "gateway/stages/kill_switches.h"
+#include "gateway/session/session.h"
 #include "policy/holder.h"
 #include "policy/policy.h"
 
@@ -46,8 +46,8 @@ bool WaitExecPoolReady(const ExecPool& pool, uint32_t ready);
 // switches, the built-in tools. Sessions made with NewSession are registered with the core.
 struct TestGateway {
   TestGateway(std::shared_ptr<const policy::Policy> policy, const std::string& audit_path,
-              Caller caller = {"", "tester", "", ""}, GatewayOptions options = {});
-  std::shared_ptr<McpSession> NewSession(Caller caller = {"", "tester", "", ""},
+              identity::Caller caller = {"", "tester", "", ""}, GatewayOptions options = {});
+  std::shared_ptr<McpSession> NewSession(identity::Caller caller = {"", "tester", "", ""},
                                          std::string id = "");
 
   policy::PolicyHolder holder;

@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "common/read_file.h"
-#include "gateway/session.h"
-#include "gateway/upstream_instances.h"
+#include "gateway/session/session.h"
+#include "gateway/session/upstream_instances.h"
 #include "testing.h"
 #include "upstream/client.h"
 #include "upstream/process_tree.h"
@@ -66,7 +66,7 @@ class InstancesTest : public ::testing::Test {
       return upstream::Client::Create(std::move(spec), std::move(events), std::move(o));
     };
     gw_ = std::make_unique<testing::TestGateway>(PolicyFromText(policy_text), dir_.File("warden.db"),
-                                                 Caller{"", "tester", "", ""}, std::move(options));
+                                                 identity::Caller{"", "tester", "", ""}, std::move(options));
   }
   void TearDown() override {
     for (auto& s : sessions_) s->Close();
@@ -87,7 +87,7 @@ class InstancesTest : public ::testing::Test {
   }
   // A new session of `user`, initialized; null (and the reply in *init) when initialize failed.
   std::shared_ptr<McpSession> Open(const std::string& user, json* init = nullptr) {
-    auto session = gw_->NewSession(Caller{"", user, "", ""});
+    auto session = gw_->NewSession(identity::Caller{"", user, "", ""});
     json reply = Send(*session, 1, "initialize",
                       {{"protocolVersion", "2025-11-25"},
                        {"capabilities", json::object()},

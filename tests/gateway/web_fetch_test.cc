@@ -1,7 +1,7 @@
 // web__fetch against a real HTTP server on 127.0.0.1 (python3's http.server, started by the
 // test): the allow-list and the address guard on every hop, redirects, limits, cancellation,
 // TLS verification, and the argument checks.
-#include "gateway/web_fetch.h"
+#include "gateway/builtins/web_fetch.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -6,7 +6,7 @@
 #include <future>
 #include <stdexcept>
 
-#include "gateway/default_policy.h"
+#include "policy/default_policy.h"
 #include "testing.h"
 
 namespace warden::gateway {
@@ -20,7 +20,7 @@ TEST(WorkerGuardTest, AJobThatThrowsIsLoggedAndTheWorkersGoOn) {
   TempDir dir;
   GatewayOptions options;
   options.worker_threads = 2;
-  TestGateway g(PolicyFromText(std::string(DefaultPolicyText())), dir.File("warden.db"),
+  TestGateway g(PolicyFromText(std::string(policy::DefaultPolicyText())), dir.File("warden.db"),
                 {"", "tester", "", ""}, options);
   ::testing::internal::CaptureStderr();
   // More throwing jobs than workers: each worker meets at least one.

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "gateway/kill_switches.h"
+#include "gateway/stages/kill_switches.h"
 #include "harness.h"
 #include "state/pins.h"
 

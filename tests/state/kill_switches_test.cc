@@ -1,6 +1,6 @@
 // gateway::KillSwitches: the in-memory snapshot the gateway checks on every call, written through
 // to the durable store and refreshed from it when other processes pull switches.
-#include "gateway/kill_switches.h"
+#include "gateway/stages/kill_switches.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>

@@ -1,0 +1,241 @@
+#include "gateway/http/admin_api.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "state/kill_store.h"
+
+namespace warden::gateway {
+namespace {
+
+using nlohmann::json;
+
+json ErrorJson(const std::string& message) { return json{{"error", message}}; }
+
+json SwitchJson(KillScope scope, const std::string& name) {
+  return {
+      {"scope", state::ToString(scope)}, {"name", name}, {"switch", state::KillKey(scope, name)}};
+}
+
+// Who made a change, as the kill store records it.
+std::string Who(const identity::Caller& caller, bool local_operator) {
+  if (local_operator) return caller.user + " (local operator, api)";
+  std::string who = caller.user + "@" + caller.tenant;
+  if (!caller.agent.empty()) who += " via agent " + caller.agent;
+  return who + " (api)";
+}
+
+// Tenants other than `tenant` that declare an agent called `agent`.
+bool AgentNameElsewhere(const policy::Policy& policy, const std::string& tenant,
+                        const std::string& agent) {
+  for (const auto& [name, t] : policy.identity.tenants) {
+    if (name != tenant && t.agents.contains(agent)) return true;
+  }
+  return false;
+}
+
+// The caller's tenant when the caller's user is an approver there; nullptr otherwise.
+const policy::Tenant* ApproverTenant(const policy::Policy& policy, const identity::Caller& caller) {
+  auto t = policy.identity.tenants.find(caller.tenant);
+  if (t == policy.identity.tenants.end()) return nullptr;
+  auto u = t->second.users.find(caller.user);
+  if (u == t->second.users.end() || !u->second.approver) return nullptr;
+  return &t->second;
+}
+
+}  // namespace
+
+bool AdminApi::IsOperator(const identity::Caller& caller, const policy::Policy& policy) const {
+  return options_.local_operator && policy.identity.tenants.empty() && caller.tenant.empty() &&
+         !caller.user.empty();
+}
+
+AdminReply AdminApi::Refuse(const identity::Caller& caller, const AdminRequest& request, int status,
+                            const std::string& message) {
+  core_.AuditRefusal(caller, "", "http " + std::to_string(status),
+                     message + " (" + request.method + " " + request.path + " from " +
+                         request.peer + ")");
+  AdminReply reply{status, ErrorJson(message).dump(), {}};
+  return reply;
+}
+
+void AdminApi::Submit(const identity::Caller& caller, AdminRequest request,
+                      std::function<void(AdminReply)> done) {
+  core_.PostControl([api = shared_from_this(), caller, request = std::move(request),
+                     done = std::move(done)] { done(api->Handle(caller, request)); });
+}
+
+AdminReply AdminApi::Handle(const identity::Caller& caller, const AdminRequest& request) {
+  if (request.path == "/api/kill") {
+    if (request.method == "GET") return List(caller, request);
+    if (request.method == "POST") return Apply(caller, request, true);
+    if (request.method == "DELETE") return Apply(caller, request, false);
+    AdminReply reply = Refuse(caller, request, 405,
+                              "method " + request.method + " is not allowed on /api/kill; use GET, "
+                              "POST or DELETE");
+    reply.headers.emplace_back("Allow", "GET, POST, DELETE, OPTIONS");
+    return reply;
+  }
+  if (request.path == "/api/unkill") {
+    if (request.method == "POST") return Apply(caller, request, false);
+    AdminReply reply = Refuse(caller, request, 405,
+                              "method " + request.method + " is not allowed on /api/unkill; use "
+                              "POST");
+    reply.headers.emplace_back("Allow", "POST, OPTIONS");
+    return reply;
+  }
+  return Refuse(caller, request, 404,
+                "no such admin endpoint '" + request.path + "'; the API has /api/kill and "
+                "/api/unkill");
+}
+
+AdminReply AdminApi::List(const identity::Caller& caller, const AdminRequest& request) {
+  auto policy = core_.policy().Current();
+  const bool op = IsOperator(caller, *policy);
+  const policy::Tenant* tenant = op ? nullptr : ApproverTenant(*policy, caller);
+  if (!op) {
+    if (tenant == nullptr) {
+      return Refuse(caller, request, 403,
+                    "only approvers (approver: true in the policy) and the local operator may use "
+                    "the kill switch API");
+    }
+  }
+  json out = json::array();
+  for (const state::KillSwitch& s : core_.kill_switches().Active()) {
+    // An approver sees what stops their tenant: global and tool switches, their tenant's switch
+    // and their agents'; never another tenant's names.
+    if (!op) {
+      if (s.scope == KillScope::kTenant && s.name != caller.tenant) continue;
+      if (s.scope == KillScope::kAgent &&
+          (!tenant->agents.contains(s.name) || AgentNameElsewhere(*policy, caller.tenant, s.name)))
+        continue;
+    }
+    json j = SwitchJson(s.scope, s.name);
+    j["reason"] = s.reason, j["who"] = s.who, j["since"] = s.since;
+    out.push_back(std::move(j));
+  }
+  return AdminReply{200, json{{"switches", std::move(out)}}.dump(), {}};
+}
+
+AdminReply AdminApi::Apply(const identity::Caller& caller, const AdminRequest& request, bool kill) {
+  // The body: {"scope": "agent|tool|tenant|all", "name": "...", "reason": "..."}.
+  json body = json::parse(request.body, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) {
+    return Refuse(caller, request, 400,
+                  "the body must be a JSON object {\"scope\", \"name\", \"reason\"}");
+  }
+  for (const auto& [key, value] : body.items()) {
+    if (key != "scope" && key != "name" && key != "reason") {
+      return Refuse(caller, request, 400,
+                    "unknown field '" + key + "': expected scope, name and reason");
+    }
+    if (!value.is_string()) return Refuse(caller, request, 400, "'" + key + "' must be a string");
+  }
+  if (!body.contains("scope")) {
+    return Refuse(caller, request, 400, "'scope' is required: agent, tool, tenant or all");
+  }
+  auto scope = state::ParseKillScope(body["scope"].get<std::string>());
+  if (!scope) return Refuse(caller, request, 400, scope.status().message());
+  const std::string name = body.value("name", "");
+  const std::string reason = body.value("reason", "");
+  if (Status valid = state::ValidateKill(*scope, name); !valid.ok()) {
+    return Refuse(caller, request, 400, valid.message());
+  }
+
+  // Authorization.
+  auto policy = core_.policy().Current();
+  const bool op = IsOperator(caller, *policy);
+  if (!op) {
+    const policy::Tenant* tenant = ApproverTenant(*policy, caller);
+    if (tenant == nullptr) {
+      return Refuse(caller, request, 403,
+                    "user '" + caller.user + "' is not an approver of tenant '" + caller.tenant +
+                        "': only approvers (approver: true) and the local operator may change "
+                        "kill switches");
+    }
+    switch (*scope) {
+      case KillScope::kGlobal:
+      case KillScope::kTool:
+        return Refuse(caller, request, 403,
+                      std::string("a ") + (*scope == KillScope::kTool ? "tool" : "global") +
+                          " switch stops every tenant: only the local operator may change it "
+                          "(warden kill/unkill on the host)");
+      case KillScope::kTenant:
+        if (name != caller.tenant) {
+          return Refuse(caller, request, 403,
+                        "an approver may stop only their own tenant '" + caller.tenant + "'");
+        }
+        break;
+      case KillScope::kAgent:
+        if (!tenant->agents.contains(name)) {
+          return Refuse(caller, request, 403,
+                        "tenant '" + caller.tenant + "' has no agent '" + name + "'");
+        }
+        if (AgentNameElsewhere(*policy, caller.tenant, name)) {
+          return Refuse(caller, request, 403,
+                        "another tenant also has an agent '" + name +
+                            "' and the switch would stop it too: only the local operator may "
+                            "change it");
+        }
+        break;
+    }
+    if (!kill) {
+      // A caller a switch stops (an agent releasing itself, a stopped tenant's approver) may
+      // not release switches: the release has to come from outside what was stopped.
+      if (auto stopped = core_.kill_switches().Check(caller.tenant, caller.agent, "")) {
+        return Refuse(caller, request, 403,
+                      "you are stopped by kill switch " + stopped->first +
+                          ": a stopped caller may not release switches");
+      }
+    }
+  }
+
+  const std::string key = state::KillKey(*scope, name);
+  bool was_active = false;
+  for (const state::KillSwitch& s : core_.kill_switches().Active()) {
+    if (s.scope == *scope && s.name == name) was_active = true;
+  }
+  const std::string who = Who(caller, op);
+  Status changed = kill ? core_.kill_switches().Kill(*scope, name, reason, who)
+                        : core_.kill_switches().Unkill(*scope, name, who);
+  if (!changed.ok()) {
+    return Refuse(caller, request, 500,
+                  std::string(kill ? "the switch could not be pulled: "
+                                   : "the switch could not be released: ") +
+                      changed.message());
+  }
+  const bool did_change = kill ? !was_active : was_active;
+
+  json result = SwitchJson(*scope, name);
+  result["active"] = kill;
+  result["changed"] = did_change;
+  if (kill) result["reason"] = reason;
+
+  audit::AuditEntry entry;
+  entry.kind = audit::EntryKind::kAdmin;
+  entry.user = caller.user;
+  entry.tenant = *scope == KillScope::kTenant ? name : caller.tenant;
+  if (*scope == KillScope::kAgent) entry.agent = name;
+  if (*scope == KillScope::kTool) entry.tool = name;
+  entry.decision = kill ? "kill" : "unkill";
+  entry.rule = "kill_switch." + key;
+  entry.reason = reason;
+  entry.arguments = SwitchJson(*scope, name);
+  entry.arguments["changed"] = did_change;
+  entry.arguments["via"] = "api";
+  entry.arguments["by"] = {{"tenant", caller.tenant},
+                           {"user", caller.user},
+                           {"agent", caller.agent},
+                           {"peer", request.peer},
+                           {"local_operator", op}};
+  if (auto written = core_.audit().Append(std::move(entry)); !written) {
+    std::fprintf(stderr, "warden: audit: %s\n", written.status().message().c_str());
+    result["error"] = std::string("the switch is ") + (kill ? "in force" : "released") +
+                      ", but its audit entry could not be written: " +
+                      written.status().message();
+    return AdminReply{500, result.dump(), {}};
+  }
+  return AdminReply{200, result.dump(), {}};
+}
+
+}  // namespace warden::gateway

@@ -1,0 +1,520 @@
+#include "gateway/session/session.h"
+
+#include <sys/random.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <future>
+#include <set>
+#include <vector>
+
+#include "gateway/gateway.h"
+#include "identity/identity.h"
+#include "gateway/session/session_upstreams.h"
+#include "mcp/protocol_version.h"
+
+namespace warden::gateway {
+
+using nlohmann::json;
+
+namespace {
+
+std::string RandomHex(size_t n_bytes) {
+  std::vector<unsigned char> bytes(n_bytes);
+  size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t n = getrandom(bytes.data() + got, bytes.size() - got, 0);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  std::string id;
+  char hex[3];
+  for (unsigned char b : bytes) {
+    std::snprintf(hex, sizeof(hex), "%02x", b);
+    id += hex;
+  }
+  return id;
+}
+
+json TextResult(const std::string& text, bool is_error) {
+  return {{"content", json::array({{{"type", "text"}, {"text", text}}})}, {"isError", is_error}};
+}
+
+// The text of a CallToolResult's text content, for the audit summary.
+std::string TextOf(const json& result) {
+  std::string text;
+  if (result.is_object() && result.contains("content") && result["content"].is_array()) {
+    for (const json& c : result["content"]) {
+      if (c.is_object() && c.value("type", "") == "text" && c.contains("text") &&
+          c["text"].is_string()) {
+        if (!text.empty()) text += "\n";
+        text += c["text"].get<std::string>();
+      }
+    }
+  }
+  if (text.empty()) text = result.dump(-1, ' ', false, json::error_handler_t::replace);
+  return text;
+}
+
+// Code for a request refused by policy that is not a tool call (resources/read, prompts/get...):
+// MCP defines none, so warden uses one of the implementation-defined server errors.
+constexpr int kDeniedByPolicy = -32003;
+constexpr int kUpstreamBusyRetrySeconds = 5;
+
+}  // namespace
+
+
+McpSession::McpSession(GatewayCore& core, identity::Caller caller, SessionOptions options)
+    : core_(core), caller_(std::move(caller)), options_(std::move(options)) {
+  if (options_.session_id.empty()) options_.session_id = RandomHex(16);
+  last_activity_ = std::chrono::steady_clock::now();
+}
+
+McpSession::~McpSession() { Close(); }
+
+bool McpSession::AllowsBatches() const {
+  std::lock_guard lock(mu_);
+  return initialized_.load() && mcp::AllowsBatches(protocol_version_);
+}
+
+std::string McpSession::protocol_version() const {
+  std::lock_guard lock(mu_);
+  return protocol_version_;
+}
+
+std::chrono::steady_clock::time_point McpSession::last_activity() const {
+  std::lock_guard lock(mu_);
+  return last_activity_;
+}
+
+void McpSession::Touch() {
+  std::lock_guard lock(mu_);
+  last_activity_ = std::chrono::steady_clock::now();
+}
+
+void McpSession::AttachStream(MessageSink sink) {
+  std::lock_guard lock(mu_);
+  stream_ = std::move(sink);
+}
+
+void McpSession::DetachStream() {
+  std::lock_guard lock(mu_);
+  stream_ = nullptr;
+}
+
+bool McpSession::SendToStream(const mcp::Message& message) {
+  MessageSink sink;
+  {
+    std::lock_guard lock(mu_);
+    sink = stream_;
+  }
+  if (!sink) return false;
+  sink(message);
+  return true;
+}
+
+void McpSession::Handle(mcp::Message message, Exchange exchange) {
+  Touch();
+  if (auto* request = std::get_if<mcp::Request>(&message)) {
+    if (closed_.load()) {
+      if (exchange.reply)
+        exchange.reply(mcp::MakeError(request->id, mcp::kInvalidRequest, "session closed"));
+      return;
+    }
+    HandleRequest(*request, std::move(exchange));
+    return;
+  }
+  if (closed_.load()) return;
+  if (auto* note = std::get_if<mcp::Notification>(&message)) {
+    HandleNotification(*note);
+    return;
+  }
+  HandleClientReply(message);
+}
+
+void McpSession::HandleNotification(const mcp::Notification& note) {
+  if (note.method == "notifications/initialized") {
+    if (initialized_.load()) client_ready_ = true;
+    return;
+  }
+  if (note.method == "notifications/cancelled") {
+    if (!note.params || !note.params->is_object() || !note.params->contains("requestId")) return;
+    const json& rid = (*note.params)["requestId"];
+    std::string key = rid.is_string() ? mcp::Id(rid.get<std::string>()).ToString()
+                      : rid.is_number_integer() ? mcp::Id(rid.get<int64_t>()).ToString()
+                                                : "";
+    std::string reason = note.params->value("reason", std::string("cancelled by the client"));
+    std::shared_ptr<InFlight> flight;
+    {
+      std::lock_guard lock(mu_);
+      auto it = in_flight_.find(key);
+      if (it != in_flight_.end()) flight = it->second;
+    }
+    if (flight) flight->cancel->Cancel(reason);
+    return;
+  }
+  if (note.method == "notifications/roots/list_changed") {
+    if (upstreams_) upstreams_->NotifyAll(note.method, note.params.value_or(json::object()));
+    return;
+  }
+  // Other notifications (progress for a request warden sent, unknown ones) need nothing.
+}
+
+void McpSession::HandleClientReply(const mcp::Message& message) {
+  if (upstreams_) upstreams_->ClientReplied(message);
+}
+
+void McpSession::HandleRequest(const mcp::Request& request, Exchange exchange) {
+  const std::string& m = request.method;
+  auto reply_now = [&](mcp::Message reply) {
+    // Refused before the pipeline: still one audit entry (the pipeline writes its own).
+    if (const auto* err = std::get_if<mcp::ErrorResponse>(&reply))
+      core_.AuditRefusal(caller_, options_.session_id, m, err->message);
+    if (exchange.reply) exchange.reply(std::move(reply));
+  };
+  if (m == "ping") return reply_now(mcp::Response{request.id, json::object()});
+  if (m == "initialize") return reply_now(Initialize(request));
+  if (!initialized_.load())
+    return reply_now(mcp::MakeError(request.id, mcp::kInvalidRequest,
+                                    "server not initialized: send initialize before " + m));
+  if (m == "tools/list")
+    return Run(request, std::move(exchange), [this](const mcp::Request& r, InFlight& f, Reply reply) {
+      ListTools(r, f, std::move(reply));
+    });
+  if (m == "tools/call")
+    return Run(request, std::move(exchange),
+               [this](const mcp::Request& r, InFlight& f, Reply reply) {
+                 CallTool(r, f, std::move(reply));
+               });
+  if (m == "resources/list" || m == "resources/templates/list" || m == "prompts/list" ||
+      m == "resources/read" || m == "resources/subscribe" || m == "resources/unsubscribe" ||
+      m == "prompts/get" || m == "completion/complete" || m == "logging/setLevel")
+    return Run(request, std::move(exchange),
+               Sync([this](const mcp::Request& r, InFlight& f) { return Forward(r, f); }));
+  return reply_now(mcp::MakeError(request.id, mcp::kMethodNotFound, "Method not found: " + m));
+}
+
+mcp::Message McpSession::Initialize(const mcp::Request& request) {
+  if (initialized_.load())
+    return mcp::MakeError(request.id, mcp::kInvalidRequest,
+                          "initialize was already answered in this session");
+  const json* params = request.params ? &*request.params : nullptr;
+  if (params == nullptr || !params->is_object() || !params->contains("protocolVersion") ||
+      !(*params)["protocolVersion"].is_string())
+    return mcp::MakeError(request.id, mcp::kInvalidParams,
+                          "initialize needs params.protocolVersion (a string)");
+  std::string version(mcp::Negotiate((*params)["protocolVersion"].get<std::string>()));
+  json client_caps = params->contains("capabilities") && (*params)["capabilities"].is_object()
+                         ? (*params)["capabilities"]
+                         : json::object();
+  json client_info = params->contains("clientInfo") && (*params)["clientInfo"].is_object()
+                         ? (*params)["clientInfo"]
+                         : json::object();
+  std::shared_ptr<const policy::Policy> policy = core_.policy().Current();
+  if (!policy) return mcp::MakeError(request.id, mcp::kInternalError, "no policy is in force");
+  // A session may narrow itself to a task scope (never widen): _meta["warden/scope"].
+  if (params->contains("_meta") && (*params)["_meta"].is_object() &&
+      (*params)["_meta"].contains("warden/scope")) {
+    const json& requested = (*params)["_meta"]["warden/scope"];
+    if (!requested.is_string())
+      return mcp::MakeError(request.id, mcp::kInvalidParams, "_meta.warden/scope must be a string");
+    auto scope = identity::NarrowScope(*policy, caller_, requested.get<std::string>());
+    if (!scope) return mcp::MakeError(request.id, mcp::kInvalidParams, scope.status().message());
+    caller_.scope = *scope;
+  }
+
+  // The session's upstreams start now, in the background: tools/list waits for them.
+  auto upstreams = std::make_shared<SessionUpstreams>(core_, *this);
+  Status started = upstreams->Start(*policy, client_caps, client_info, version);
+  if (!started.ok() && upstreams->at_cap()) {
+    // Retry-After for HTTP (the transport answers 503); a stdio client reads the message.
+    mcp::ErrorResponse busy{request.id, kUpstreamBusy,
+                            "warden cannot open this session now: " + started.message(),
+                            json{{"retryAfter", kUpstreamBusyRetrySeconds}}};
+    return busy;
+  }
+  if (!started.ok())
+    return mcp::MakeError(request.id, mcp::kInternalError,
+                          "could not start the upstream servers: " + started.message());
+  {
+    std::lock_guard lock(mu_);
+    protocol_version_ = version;
+    client_capabilities_ = client_caps;
+    client_info_ = client_info;
+    upstreams_ = std::move(upstreams);
+  }
+  initialized_ = true;
+
+  json capabilities = {{"tools", {{"listChanged", true}}}};
+  if (upstreams_->Any()) {
+    capabilities["resources"] = {{"subscribe", true}, {"listChanged", true}};
+    capabilities["prompts"] = {{"listChanged", true}};
+    capabilities["completions"] = json::object();
+    capabilities["logging"] = json::object();
+  }
+  json result = {
+      {"protocolVersion", version},
+      {"capabilities", std::move(capabilities)},
+      {"serverInfo", {{"name", "warden"}, {"version", core_.options().server_version}}},
+      {"instructions",
+       "warden decides every tool call by policy and records it in an audit log. Denied calls say "
+       "why."},
+  };
+  return mcp::Response{request.id, std::move(result)};
+}
+
+McpSession::Work McpSession::Sync(std::function<mcp::Message(const mcp::Request&, InFlight&)> work) {
+  return [work = std::move(work)](const mcp::Request& r, InFlight& f, Reply reply) {
+    reply(work(r, f));
+  };
+}
+
+void McpSession::Run(const mcp::Request& request, Exchange exchange, Work work) {
+  auto flight = std::make_shared<InFlight>();
+  flight->id = request.id;
+  flight->method = request.method;
+  flight->related = exchange.related;
+  const std::string key = request.id.ToString();
+  {
+    std::lock_guard lock(mu_);
+    if (in_flight_.count(key)) {
+      if (exchange.reply)
+        exchange.reply(mcp::MakeError(request.id, mcp::kInvalidRequest,
+                                      "request id " + key + " is already in flight"));
+      return;
+    }
+    in_flight_[key] = flight;
+  }
+  auto self = shared_from_this();
+  core_.Post([self, request, exchange = std::move(exchange), flight, key,
+              work = std::move(work)]() mutable {
+    // `flight` stays alive until the reply: the work may hold a reference to it past return.
+    work(request, *flight,
+         [self, flight, key, reply = std::move(exchange.reply)](mcp::Message message) {
+           {
+             std::lock_guard lock(self->mu_);
+             self->in_flight_.erase(key);
+           }
+           self->drained_.notify_all();
+           if (reply) reply(std::move(message));
+         });
+  });
+}
+
+void McpSession::AuditProtocolError(const mcp::ErrorResponse& error) {
+  core_.AuditRefusal(caller_, options_.session_id, "jsonrpc", error.message);
+}
+
+void McpSession::Drain() {
+  std::unique_lock lock(mu_);
+  drained_.wait(lock, [this] { return in_flight_.empty(); });
+}
+
+void McpSession::Close() {
+  if (closed_.exchange(true)) return;
+  std::vector<std::shared_ptr<InFlight>> flights;
+  std::shared_ptr<SessionUpstreams> upstreams;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [key, flight] : in_flight_) flights.push_back(flight);
+    stream_ = nullptr;
+  }
+  for (auto& flight : flights) flight->cancel->Cancel("the session was closed");
+  // Calls hold a pointer to the upstreams while they run: wait for them before stopping.
+  {
+    std::unique_lock lock(mu_);
+    drained_.wait_for(lock, std::chrono::seconds(10), [this] { return in_flight_.empty(); });
+    upstreams = std::move(upstreams_);
+  }
+  if (upstreams) upstreams->StopAll();
+  core_.Unregister(this);
+}
+
+void McpSession::CancelMatching(KillScope scope, const std::string& name,
+                                const std::string& reason) {
+  const bool whole = scope == KillScope::kGlobal ||
+                     (scope == KillScope::kTenant && name == caller_.tenant) ||
+                     (scope == KillScope::kAgent && name == caller_.agent);
+  std::vector<std::shared_ptr<InFlight>> hit;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [key, flight] : in_flight_) {
+      if (whole || (scope == KillScope::kTool && flight->tool == name)) hit.push_back(flight);
+    }
+  }
+  for (auto& flight : hit) flight->cancel->Cancel(reason);
+}
+
+MessageSink McpSession::RelatedSinkFor(const std::string& upstream) {
+  std::lock_guard lock(mu_);
+  for (auto& [key, flight] : in_flight_) {
+    if (flight->upstream == upstream && flight->related) return flight->related;
+  }
+  if (stream_) return stream_;
+  return nullptr;
+}
+
+bool McpSession::HasRequestTo(const std::string& upstream) {
+  std::lock_guard lock(mu_);
+  for (auto& [key, flight] : in_flight_) {
+    if (flight->upstream == upstream) return true;
+  }
+  return false;
+}
+
+json McpSession::client_capabilities() const {
+  std::lock_guard lock(mu_);
+  return client_capabilities_;
+}
+
+// ---- tools ----
+
+void McpSession::ListTools(const mcp::Request& request, InFlight& flight, Reply reply) {
+  auto self = shared_from_this();
+  auto answer = [self, id = request.id, reply = std::move(reply)](std::vector<json> upstream_tools) {
+    json list = json::array();
+    std::shared_ptr<const policy::Policy> policy = self->core_.policy().Current();
+    if (policy) {
+      const identity::Caller& c = self->caller_;
+      policy::CallContext who{c.tenant, c.user, c.agent, c.scope};
+      for (const BuiltinTool& tool : self->core_.tools().list()) {
+        if (policy::Visible(*policy, who, tool.name, {})) list.push_back(tool.definition);
+      }
+      for (json& tool : upstream_tools) {
+        if (policy::Visible(*policy, who, tool["name"].get<std::string>(), {}))
+          list.push_back(std::move(tool));
+      }
+    }
+    // One page holds every tool: a cursor is never issued, and one sent anyway is ignored.
+    reply(mcp::Response{id, {{"tools", std::move(list)}}});
+  };
+  if (!upstreams_) return answer({});
+  // Waits for upstreams still starting without holding this worker.
+  upstreams_->Tools(flight, std::move(answer));
+}
+
+void McpSession::CallTool(const mcp::Request& request, InFlight& flight, Reply reply) {
+  const json* params = request.params ? &*request.params : nullptr;
+  if (params == nullptr || !params->is_object() || !params->contains("name") ||
+      !(*params)["name"].is_string())
+    return reply(mcp::MakeError(request.id, mcp::kInvalidParams,
+                                "tools/call needs params.name (a string)"));
+  // Shared: when an upstream serves the tool the pipeline finishes on the upstream's thread.
+  auto call = std::make_shared<CallContext>();
+  call->tenant = caller_.tenant;
+  call->user = caller_.user;
+  call->agent = caller_.agent;
+  call->scope = caller_.scope;
+  call->session = options_.session_id;
+  call->tool = (*params)["name"].get<std::string>();
+  call->cancel = flight.cancel;
+  flight.tool = call->tool;
+  if (params->contains("arguments")) {
+    const json& args = (*params)["arguments"];
+    if (!args.is_object())
+      return reply(mcp::MakeError(request.id, mcp::kInvalidParams,
+                                  "tools/call params.arguments must be an object"));
+    call->arguments = args;
+  }
+  auto decide = [self = shared_from_this(), call, id = request.id, reply = std::move(reply)] {
+    self->core_.pipeline().RunAsync(*call, [call, id, reply](const StageOutcome& outcome) {
+      reply(CallToolReply(id, *call, outcome));
+    });
+  };
+  if (const BuiltinTool* tool = core_.tools().Find(call->tool)) {
+    call->server = tool->server;
+  } else if (upstreams_) {
+    // Waits (bounded, holding no thread) for an upstream that is still starting.
+    return upstreams_->Route(call, *params, flight, std::move(decide));
+  }
+  decide();
+}
+
+mcp::Message McpSession::CallToolReply(const mcp::Id& id, const CallContext& call,
+                                       const StageOutcome& outcome) {
+  switch (outcome.result) {
+    case StageResult::kContinue:
+      if (call.result) return mcp::Response{id, call.result->mcp_result};
+      return mcp::MakeError(id, mcp::kInternalError, "the call ended without a result");
+    case StageResult::kPause:
+      return mcp::MakeError(id, mcp::kInternalError, "paused calls are not supported yet");
+    case StageResult::kDeny:
+      break;
+  }
+  const std::string where = call.verdict_stage.empty() ? "" : " (" + call.verdict_stage + ")";
+  switch (outcome.refusal) {
+    case Refusal::kUnknownTool:
+      return mcp::MakeError(id, mcp::kInvalidParams, outcome.reason);
+    case Refusal::kInvalidArguments:
+      // MCP 2025-11-25: input validation errors are tool execution errors, so the model can retry.
+      return mcp::Response{id, TextResult(outcome.reason, true)};
+    case Refusal::kDenied: {
+      std::string text = "warden denied this call: " + outcome.reason;
+      if (!outcome.rule.empty()) text += " [rule: " + outcome.rule + "]";
+      return mcp::Response{id, TextResult(text, true)};
+    }
+    case Refusal::kInternal:
+    case Refusal::kNone:
+      break;
+  }
+  return mcp::MakeError(id, mcp::kInternalError,
+                        "warden could not complete the call" + where + ": " + outcome.reason);
+}
+
+// ---- everything else an upstream serves ----
+
+mcp::Message McpSession::Forward(const mcp::Request& request, InFlight& flight) {
+  if (!upstreams_ || !upstreams_->Any()) {
+    // Built-ins only: empty lists, and nothing to read.
+    const std::string& m = request.method;
+    if (m == "resources/list") return mcp::Response{request.id, {{"resources", json::array()}}};
+    if (m == "resources/templates/list")
+      return mcp::Response{request.id, {{"resourceTemplates", json::array()}}};
+    if (m == "prompts/list") return mcp::Response{request.id, {{"prompts", json::array()}}};
+    if (m == "logging/setLevel") return mcp::Response{request.id, json::object()};
+    if (m == "resources/read" || m == "resources/subscribe" || m == "resources/unsubscribe")
+      return mcp::MakeError(request.id, mcp::kResourceNotFound, "Resource not found");
+    if (m == "completion/complete")
+      return mcp::Response{request.id, {{"completion", {{"values", json::array()}}}}};
+    return mcp::MakeError(request.id, mcp::kInvalidParams, "unknown prompt");
+  }
+  return upstreams_->Forward(request, flight, caller_, options_.session_id);
+}
+
+// Runs a forwarded, non-tool request through the pipeline. Shared with SessionUpstreams.
+mcp::Message McpSession::Decided(const mcp::Request& request, CallContext& call,
+                                 const std::function<mcp::Message()>& send) {
+  std::optional<mcp::Message> upstream_reply;
+  call.forward = [&](CallContext&, CallContext::ForwardDone done) {
+    upstream_reply = send();
+    ToolResult r;
+    if (auto* ok = std::get_if<mcp::Response>(&*upstream_reply)) {
+      r.mcp_result = ok->result;
+      r.text = TextOf(ok->result);
+    } else if (auto* err = std::get_if<mcp::ErrorResponse>(&*upstream_reply)) {
+      r.is_error = true;
+      r.text = err->message;
+      r.mcp_result = {{"error", {{"code", err->code}, {"message", err->message}}}};
+    }
+    done(std::move(r));
+  };
+  StageOutcome outcome = core_.pipeline().Run(call);
+  if (outcome.result == StageResult::kContinue && upstream_reply) {
+    mcp::Message reply = std::move(*upstream_reply);
+    if (auto* ok = std::get_if<mcp::Response>(&reply)) ok->id = request.id;
+    if (auto* err = std::get_if<mcp::ErrorResponse>(&reply)) err->id = request.id;
+    return reply;
+  }
+  if (outcome.result == StageResult::kDeny && outcome.refusal == Refusal::kDenied) {
+    std::string text = "warden denied this request: " + outcome.reason;
+    if (!outcome.rule.empty()) text += " [rule: " + outcome.rule + "]";
+    return mcp::MakeError(request.id, kDeniedByPolicy, text);
+  }
+  if (outcome.result == StageResult::kDeny && outcome.refusal == Refusal::kUnknownTool)
+    return mcp::MakeError(request.id, mcp::kInvalidParams,
+                          "not available to this caller: " + request.method);
+  return mcp::MakeError(request.id, mcp::kInternalError,
+                        "warden could not complete " + request.method + ": " + outcome.reason);
+}
+
+}  // namespace warden::gateway

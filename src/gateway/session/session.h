@@ -1,0 +1,162 @@
+// One downstream MCP session: the lifecycle (initialize, then requests), method dispatch, the
+// upstream connections this session holds, and the mapping of pipeline outcomes onto MCP results
+// and JSON-RPC errors. Transport-independent: the stdio server and the Streamable HTTP server
+// hand it parsed messages and give it somewhere to send what goes back. Parsing and serialising
+// are src/mcp's; this class only decides what to answer.
+//
+// Threading: Handle may be called from any thread. Requests that take time (tools/call, anything
+// forwarded upstream) run on the gateway's worker pool and answer through their Exchange later;
+// cheap ones (ping, initialize) answer before Handle returns. Nothing holds a worker while it
+// waits for an upstream to start.
+// Contract: docs/gateway.md.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/stages/kill_switches.h"
+#include "gateway/stages/stages.h"
+#include "mcp/jsonrpc.h"
+
+namespace warden::gateway {
+
+class GatewayCore;
+class SessionUpstreams;
+
+// initialize refused because an upstream has as many live instances as its policy allows
+// (upstream_instances.h); error.data is {"retryAfter": SECONDS}. HTTP answers it with 503 and
+// Retry-After.
+inline constexpr int kUpstreamBusy = -32004;
+
+// Where a session's outgoing messages go.
+using MessageSink = std::function<void(const mcp::Message&)>;
+
+// One client request being served.
+struct Exchange {
+  // Messages that belong to this request and go out before its reply: progress notifications
+  // and the server-to-client requests (sampling, elicitation, roots) made while serving it.
+  // Streamable HTTP: the POST's SSE stream. Empty: they go to the session's stream instead.
+  MessageSink related;
+  // The reply (Response or ErrorResponse), called exactly once for a request, from any thread.
+  // Not called for notifications and client responses.
+  std::function<void(mcp::Message)> reply;
+};
+
+struct SessionOptions {
+  std::string session_id;  // empty: a random 128-bit hex id
+  std::string transport = "stdio";  // "stdio" or "http", for audit entries and messages
+};
+
+class McpSession : public std::enable_shared_from_this<McpSession> {
+ public:
+  // `core` (not owned) must outlive the session. `caller` is who this session speaks for, as the
+  // transport authenticated it.
+  McpSession(GatewayCore& core, identity::Caller caller, SessionOptions options = {});
+  ~McpSession();
+  McpSession(const McpSession&) = delete;
+  McpSession& operator=(const McpSession&) = delete;
+
+  // Handles one message from the client. See Exchange. Never throws.
+  void Handle(mcp::Message message, Exchange exchange);
+
+  // Where messages that belong to no request go (notifications such as list_changed,
+  // resources/updated and log messages; requests an upstream makes outside any call). Over
+  // stdio: stdout; over HTTP: the GET SSE stream while one is open. Without a stream, such
+  // notifications are dropped and such requests are answered upstream with an error.
+  void AttachStream(MessageSink sink);
+  void DetachStream();
+
+  // Ends the session: calls in flight are cancelled (their sandboxes ended, upstream told), every
+  // upstream this session started is stopped (no orphaned processes), later messages get
+  // -32600 "session closed". Idempotent; blocks until the upstreams are gone.
+  void Close();
+  // Records a message the transport refused before this session saw it (malformed JSON, wrong
+  // JSON-RPC shape) in the audit log.
+  void AuditProtocolError(const mcp::ErrorResponse& error);
+  // Blocks until no request of this session is in flight (stdio at end of input).
+  void Drain();
+
+  // Cancels this session's calls in flight that a newly pulled kill switch covers: all of them
+  // for the global switch or the session's own tenant or agent, else the calls of tool `name`.
+  void CancelMatching(KillScope scope, const std::string& name, const std::string& reason);
+
+  bool initialized() const { return initialized_.load(); }
+  bool closed() const { return closed_.load(); }
+  bool AllowsBatches() const;  // after an initialize that negotiated 2025-03-26
+  std::string protocol_version() const;
+  const std::string& id() const { return options_.session_id; }
+  const identity::Caller& caller() const { return caller_; }
+  std::chrono::steady_clock::time_point last_activity() const;
+
+ private:
+  // One request of this session being served.
+  struct InFlight {
+    mcp::Id id;
+    std::string method;
+    std::string tool;      // the tool name, for tools/call
+    std::string upstream;  // the upstream serving it, when forwarded
+    MessageSink related;
+    std::shared_ptr<CancelToken> cancel = std::make_shared<CancelToken>();
+  };
+  void HandleRequest(const mcp::Request& request, Exchange exchange);
+  void HandleNotification(const mcp::Notification& note);
+  void HandleClientReply(const mcp::Message& message);
+  mcp::Message Initialize(const mcp::Request& request);
+  // Work on one request: answers through `reply`, exactly once, on any thread (CallTool answers
+  // from the thread that delivers the upstream's reply).
+  using Reply = std::function<void(mcp::Message)>;
+  using Work = std::function<void(const mcp::Request&, InFlight&, Reply)>;
+  // Runs `work` on the worker pool; the request stays in flight until it replies.
+  void Run(const mcp::Request& request, Exchange exchange, Work work);
+  // Work that answers before it returns.
+  static Work Sync(std::function<mcp::Message(const mcp::Request&, InFlight&)> work);
+  void ListTools(const mcp::Request& request, InFlight& flight, Reply reply);
+  void CallTool(const mcp::Request& request, InFlight& flight, Reply reply);
+  // The answer to a tools/call once the pipeline has decided (and run) it.
+  static mcp::Message CallToolReply(const mcp::Id& id, const CallContext& call,
+                                    const StageOutcome& outcome);
+  mcp::Message Forward(const mcp::Request& request, InFlight& flight);
+  void Touch();
+
+  // For SessionUpstreams.
+  friend class SessionUpstreams;
+  // Sends to the session's stream; false when none is attached.
+  bool SendToStream(const mcp::Message& message);
+  // Where a message an upstream sends while serving one of our requests goes: the related sink
+  // of a request in flight to `upstream`, else the session's stream, else nullptr.
+  MessageSink RelatedSinkFor(const std::string& upstream);
+  // Whether a request of this session is in flight to `upstream`.
+  bool HasRequestTo(const std::string& upstream);
+  nlohmann::json client_capabilities() const;
+  // Runs `call` (a forwarded non-tool request, or a request from an upstream) through the
+  // pipeline with `send` as its execution, and answers `request` with what came back.
+  mcp::Message Decided(const mcp::Request& request, CallContext& call,
+                       const std::function<mcp::Message()>& send);
+
+  GatewayCore& core_;
+  identity::Caller caller_;
+  SessionOptions options_;
+  std::atomic<bool> initialized_{false}, client_ready_{false}, closed_{false};
+  mutable std::mutex mu_;
+  std::string protocol_version_;
+  nlohmann::json client_capabilities_ = nlohmann::json::object();
+  nlohmann::json client_info_ = nlohmann::json::object();
+  MessageSink stream_;
+  std::map<std::string, std::shared_ptr<InFlight>> in_flight_;  // by request id text
+  std::condition_variable drained_;
+  std::chrono::steady_clock::time_point last_activity_;
+  std::shared_ptr<SessionUpstreams> upstreams_;
+};
+
+}  // namespace warden::gateway

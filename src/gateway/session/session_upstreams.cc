@@ -1,0 +1,678 @@
+#include "gateway/session/session_upstreams.h"
+
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <mutex>
+
+#include "gateway/gateway.h"
+
+namespace warden::gateway {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+// How long a request an upstream makes of the client (sampling: a model call; elicitation: a
+// human) may take before the upstream gets an error.
+constexpr auto kClientAnswerTimeout = 300s;
+
+mcp::Message LocalError(const mcp::Id& id, int code, std::string message) {
+  return mcp::MakeError(id, code, std::move(message));
+}
+
+// The part of a URI template before its first expression: enough to route a read of a URI that
+// no listing named to the server whose templates could have produced it.
+std::string TemplatePrefix(const std::string& tmpl) { return tmpl.substr(0, tmpl.find('{')); }
+
+// Progress tokens and the ids of requests made of the client: unique in the process, since
+// several sessions share an instance and each keeps only its own.
+std::atomic<uint64_t> g_counter{0};
+std::string NextToken() { return "warden-" + std::to_string(g_counter.fetch_add(1)); }
+
+}  // namespace
+
+SessionUpstreams::~SessionUpstreams() { StopAll(); }
+
+Status SessionUpstreams::Start(const policy::Policy& policy, const json& client_caps,
+                               const json& client_info, const std::string& protocol_version) {
+  if (policy.upstreams.empty()) return Status::Ok();
+  std::shared_ptr<InstanceListener> self = shared_from_this();
+  for (const auto& [name, up] : policy.upstreams) {
+    auto acquired = core_.instances().Acquire(policy, name, up, session_.caller(), session_.id(),
+                                              client_caps, client_info, protocol_version, self);
+    if (!acquired.instance) {
+      at_cap_ = acquired.at_cap;
+      StopAll();  // lets go of those already taken
+      return acquired.error.Wrap("upstream " + name);
+    }
+    auto entry = std::make_unique<Entry>();
+    entry->name = name;
+    entry->prefix = up.prefix;
+    entry->instance = std::move(acquired.instance);
+    entries_.push_back(std::move(entry));
+  }
+  return Status::Ok();
+}
+
+SessionUpstreams::Entry* SessionUpstreams::EntryOf(const UpstreamInstance& instance) {
+  for (auto& entry : entries_) {
+    if (entry->instance.get() == &instance) return entry.get();
+  }
+  return nullptr;
+}
+
+void SessionUpstreams::WaitListed(const std::vector<Entry*>& entries, bool through_restarts,
+                                  McpSession::InFlight& flight, std::function<void()> done) {
+  if (entries.empty()) return done();
+  struct Wait {
+    std::mutex mu;
+    size_t left;
+    std::function<void()> done;
+    std::vector<std::pair<std::shared_ptr<UpstreamInstance>, uint64_t>> tickets;
+  };
+  auto wait = std::make_shared<Wait>();
+  wait->left = entries.size();
+  wait->done = std::move(done);
+  auto one_done = [wait](bool) {
+    std::function<void()> done;
+    {
+      std::lock_guard lock(wait->mu);
+      if (--wait->left > 0) return;
+      done = std::move(wait->done);
+    }
+    if (done) done();
+  };
+  const auto timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(core_.options().upstream_ready_timeout);
+  for (Entry* entry : entries) {
+    uint64_t ticket = entry->instance->WhenListed(timeout, through_restarts, one_done);
+    if (ticket == 0) continue;
+    std::lock_guard lock(wait->mu);
+    wait->tickets.emplace_back(entry->instance, ticket);
+  }
+  // A cancelled request (the client cancelled, the session closes, a kill switch) stops waiting.
+  flight.cancel->OnCancel([wait] {
+    std::vector<std::pair<std::shared_ptr<UpstreamInstance>, uint64_t>> tickets;
+    {
+      std::lock_guard lock(wait->mu);
+      tickets = wait->tickets;
+    }
+    for (auto& [instance, ticket] : tickets) instance->Abandon(ticket);
+  });
+}
+
+void SessionUpstreams::Tools(McpSession::InFlight& flight,
+                             std::function<void(std::vector<json>)> done) {
+  std::vector<Entry*> all;
+  for (auto& entry : entries_) all.push_back(entry.get());
+  auto self = shared_from_this();
+  McpSession::InFlight* f = &flight;
+  WaitListed(all, /*through_restarts=*/false, flight, [self, f, done = std::move(done)] {
+    f->cancel->OnCancel({});
+    std::vector<json> out;
+    for (auto& entry : self->entries_) {
+      json tools;
+      std::set<std::string> shown;
+      if (!entry->instance->Listed(&tools, &shown)) continue;
+      for (const json& t : tools) {
+        const std::string name = t["name"].get<std::string>();
+        if (!shown.count(name)) continue;
+        json exposed = t;
+        exposed["name"] = ExposedName(entry->prefix, name);
+        out.push_back(std::move(exposed));
+      }
+    }
+    done(std::move(out));
+  });
+}
+
+void SessionUpstreams::Route(const std::shared_ptr<CallContext>& call, const json& params,
+                             McpSession::InFlight& flight, std::function<void()> then) {
+  // The upstreams whose prefix the name carries (every one with an empty prefix could serve it).
+  std::vector<Entry*> candidates, waiting;
+  for (auto& entry : entries_) {
+    if (!entry->prefix.empty() &&
+        !(call->tool.size() > entry->prefix.size() + 2 &&
+          call->tool.compare(0, entry->prefix.size() + 2, entry->prefix + "__") == 0))
+      continue;
+    candidates.push_back(entry.get());
+    json tools;
+    std::set<std::string> shown;
+    if (!entry->instance->Listed(&tools, &shown)) waiting.push_back(entry.get());
+  }
+  if (waiting.empty()) {
+    RouteNow(*call, params, flight, candidates);
+    return then();
+  }
+  // Not listed yet (starting, or restarting before its first listing): wait without a thread.
+  auto self = shared_from_this();
+  McpSession::InFlight* f = &flight;
+  WaitListed(waiting, /*through_restarts=*/true, flight,
+             [self, call, params, f, candidates, then = std::move(then)] {
+               f->cancel->OnCancel({});
+               self->RouteNow(*call, params, *f, candidates);
+               then();
+             });
+}
+
+void SessionUpstreams::RouteNow(CallContext& call, const json& params, McpSession::InFlight& flight,
+                                const std::vector<Entry*>& candidates) {
+  Entry* not_ready = nullptr;
+  for (Entry* entry : candidates) {
+    const std::string upstream_name =
+        entry->prefix.empty() ? call.tool : call.tool.substr(entry->prefix.size() + 2);
+    json tools;
+    std::set<std::string> shown;
+    if (!entry->instance->Listed(&tools, &shown)) {
+      if (!not_ready) not_ready = entry;
+      continue;
+    }
+    bool known = false;
+    json definition;
+    for (const json& t : tools) {
+      if (t["name"] == upstream_name) {
+        known = true;
+        definition = t;
+      }
+    }
+    if (!known) continue;
+    call.server = entry->name;
+    flight.upstream = entry->name;
+    // A tool whose definition changed since it was pinned stays unexecutable: without `forward`
+    // the execute stage answers it as an unknown tool, as tools/list hides it.
+    if (!shown.count(upstream_name)) return;
+    call.tool_definition = std::move(definition);
+    Entry* e = entry;
+    McpSession::InFlight* f = &flight;
+    json forwarded = params;
+    forwarded["name"] = upstream_name;
+    call.forward = [this, e, f, forwarded](CallContext& c, CallContext::ForwardDone done) {
+      json p = forwarded;
+      p["arguments"] = c.arguments;
+      SendAsync(*e, "tools/call", std::move(p), f,
+                [name = e->name, done = std::move(done)](mcp::Message reply) {
+                  done(ToolResultOf(name, reply));
+                });
+    };
+    return;
+  }
+  if (!not_ready) return;  // nobody serves it: the execute stage says unknown tool
+  // The upstream the name points to never became ready in time: the call fails (audited, after
+  // the policy decided it) naming it, rather than pretending the tool does not exist.
+  call.server = not_ready->name;
+  flight.upstream = not_ready->name;
+  std::string why = not_ready->instance->error();
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          core_.options().upstream_ready_timeout)
+                          .count();
+  std::string message = "upstream " + not_ready->name + " is not ready";
+  message += why.empty() ? " (still starting after " + std::to_string(waited) + " ms)"
+                         : ": " + why;
+  call.forward = [message](CallContext&, CallContext::ForwardDone done) {
+    done(Status::Error(message));
+  };
+}
+
+Result<ToolResult> SessionUpstreams::ToolResultOf(const std::string& upstream,
+                                                  const mcp::Message& reply) {
+      if (auto* err = std::get_if<mcp::ErrorResponse>(&reply)) {
+        if (err->code == mcp::kInvalidParams) {
+          // The upstream refused the arguments or the name: the agent sees it as a tool error.
+          ToolResult r;
+          r.is_error = true;
+          r.text = "upstream " + upstream + " refused the call: " + err->message;
+          r.mcp_result = {{"content", json::array({{{"type", "text"}, {"text", r.text}}})},
+                          {"isError", true}};
+          return r;
+        }
+        return Status::Error("upstream " + upstream + ": " + err->message);
+      }
+      ToolResult r;
+      r.mcp_result = std::get<mcp::Response>(reply).result;
+      if (!r.mcp_result.is_object()) r.mcp_result = json::object();
+      r.is_error = r.mcp_result.value("isError", false);
+      if (r.mcp_result.contains("content") && r.mcp_result["content"].is_array()) {
+        for (const json& part : r.mcp_result["content"]) {
+          if (part.is_object() && part.value("type", "") == "text" && part.contains("text") &&
+              part["text"].is_string()) {
+            if (!r.text.empty()) r.text += "\n";
+            r.text += part["text"].get<std::string>();
+          }
+        }
+      }
+      return r;
+}
+
+void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json params,
+                                 McpSession::InFlight* flight,
+                                 std::function<void(mcp::Message)> done) {
+  if (stopped_.load()) return done(LocalError(0, mcp::kInternalError, "the session has ended"));
+  std::string token;
+  if (flight && params.is_object() && params.contains("_meta") && params["_meta"].is_object() &&
+      params["_meta"].contains("progressToken")) {
+    // Two sessions (or two calls) may use the same token: the upstream sees one of ours.
+    token = NextToken();
+    {
+      std::lock_guard lock(mu_);
+      progress_[token] = {params["_meta"]["progressToken"],
+                          flight->related ? flight->related : MessageSink{}};
+    }
+    params["_meta"]["progressToken"] = token;
+  }
+  upstream::Client* client = &entry.client();
+  // The reply may come before the cancel action is registered below (on another thread, or on
+  // this one inside Send): the action must then not be registered at all, since it would outlive
+  // the request. Recursive: a cancel action run at once may complete the request on this thread.
+  struct Sent {
+    std::recursive_mutex mu;
+    bool finished = false;
+  };
+  auto sent = std::make_shared<Sent>();
+  uint64_t handle = client->Send(
+      method, std::move(params),
+      [this, flight, token, sent, done = std::move(done)](mcp::Message reply) mutable {
+        {
+          std::lock_guard lock(sent->mu);
+          if (sent->finished) return;
+          sent->finished = true;
+          if (flight) flight->cancel->OnCancel({});
+        }
+        if (!token.empty()) {
+          std::lock_guard lock(mu_);
+          progress_.erase(token);
+        }
+        done(std::move(reply));
+      });
+  if (flight) {
+    std::lock_guard lock(sent->mu);
+    if (!sent->finished) {
+      flight->cancel->OnCancel([client, handle, cancel = flight->cancel] {
+        client->Cancel(handle, cancel->reason());
+      });
+    }
+  }
+}
+
+Result<json> SessionUpstreams::ListAll(Entry& entry, const std::string& method,
+                                       const char* member) {
+  return ListAllPages(entry.name, method, member,
+                      [&](json params) { return SendAndWait(entry, method, params, nullptr); });
+}
+
+mcp::Message SessionUpstreams::SendAndWait(Entry& entry, const std::string& method, json params,
+                                           McpSession::InFlight* flight) {
+  std::promise<mcp::Message> promise;
+  std::future<mcp::Message> future = promise.get_future();
+  SendAsync(entry, method, std::move(params), flight,
+            [&promise](mcp::Message reply) { promise.set_value(std::move(reply)); });
+  return future.get();
+}
+
+CallContext SessionUpstreams::ContextFor(const identity::Caller& caller, const std::string& session_id,
+                                         Entry& entry, const std::string& method,
+                                         const json& params) {
+  CallContext call;
+  call.tenant = caller.tenant;
+  call.user = caller.user;
+  call.agent = caller.agent;
+  call.scope = caller.scope;
+  call.session = session_id;
+  call.server = entry.name;
+  call.tool = MethodToolName(entry.name, method);
+  call.arguments = params.is_object() ? params : json::object();
+  return call;
+}
+
+SessionUpstreams::Entry* SessionUpstreams::OwnerOfUri(const std::string& uri) {
+  std::lock_guard lock(mu_);
+  if (auto it = uri_owner_.find(uri); it != uri_owner_.end()) return it->second;
+  Entry* best = nullptr;
+  size_t best_len = 0;
+  for (auto& [prefix, owner] : template_owner_) {
+    if (uri.compare(0, prefix.size(), prefix) == 0 && prefix.size() >= best_len) {
+      best = owner;
+      best_len = prefix.size();
+    }
+  }
+  if (best) return best;
+  return nullptr;
+}
+
+void SessionUpstreams::AddTemplateOwner(std::string prefix, Entry* owner) {
+  // Called under mu_. Every listing repeats the templates: keep each (prefix, owner) once, so a
+  // long session that lists often does not grow the table.
+  for (const auto& [p, o] : template_owner_)
+    if (p == prefix && o == owner) return;
+  template_owner_.emplace_back(std::move(prefix), owner);
+}
+
+SessionUpstreams::Entry* SessionUpstreams::FindOwnerOfUri(const std::string& uri) {
+  if (Entry* owner = OwnerOfUri(uri)) return owner;
+  // Not seen in a listing of this session: a client may read a URI it knows without listing
+  // first. One upstream with resources is the only one that can know; with several, list them.
+  std::vector<Entry*> with_resources;
+  for (auto& entry : entries_) {
+    if (!entry->client().WaitReady(core_.options().upstream_ready_timeout)) continue;
+    if (entry->client().info().capabilities.contains("resources")) with_resources.push_back(entry.get());
+  }
+  if (with_resources.size() == 1) return with_resources.front();
+  for (Entry* entry : with_resources) {
+    for (auto [method, member] : {std::pair{"resources/list", "resources"},
+                                  std::pair{"resources/templates/list", "resourceTemplates"}}) {
+      auto items = ListAll(*entry, method, member);
+      if (!items) continue;
+      std::lock_guard lock(mu_);
+      for (const json& item : *items) {
+        if (!item.is_object()) continue;
+        if (item.contains("uri") && item["uri"].is_string())
+          uri_owner_[item["uri"].get<std::string>()] = entry;
+        else if (item.contains("uriTemplate") && item["uriTemplate"].is_string())
+          AddTemplateOwner(TemplatePrefix(item["uriTemplate"].get<std::string>()), entry);
+      }
+    }
+  }
+  return OwnerOfUri(uri);
+}
+
+SessionUpstreams::Entry* SessionUpstreams::ByExposedPrompt(const std::string& name,
+                                                           std::string* upstream_name) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = prompt_owner_.find(name); it != prompt_owner_.end()) {
+      *upstream_name = it->second.second;
+      return it->second.first;
+    }
+  }
+  for (auto& entry : entries_) {
+    if (entry->prefix.empty()) {
+      *upstream_name = name;
+      return entry.get();
+    }
+    if (name.size() > entry->prefix.size() + 2 &&
+        name.compare(0, entry->prefix.size() + 2, entry->prefix + "__") == 0) {
+      *upstream_name = name.substr(entry->prefix.size() + 2);
+      return entry.get();
+    }
+  }
+  return nullptr;
+}
+
+mcp::Message SessionUpstreams::Forward(const mcp::Request& request, McpSession::InFlight& flight,
+                                       const identity::Caller& caller, const std::string& session_id) {
+  const std::string& m = request.method;
+  json params = request.params && request.params->is_object() ? *request.params : json::object();
+  std::shared_ptr<const policy::Policy> policy = core_.policy().Current();
+  if (!policy) return LocalError(request.id, mcp::kInternalError, "no policy is in force");
+  policy::CallContext who{caller.tenant, caller.user, caller.agent, caller.scope};
+
+  // Lists: merged across upstreams the caller may read from; one page.
+  if (m == "resources/list" || m == "resources/templates/list" || m == "prompts/list") {
+    const bool prompts = m == "prompts/list";
+    const char* member = prompts ? "prompts" : m == "resources/list" ? "resources" : "resourceTemplates";
+    const char* cap = prompts ? "prompts" : "resources";
+    const char* gate = prompts ? "prompts/get" : "resources/read";
+    json merged = json::array();
+    for (auto& entry : entries_) {
+      if (!entry->client().WaitReady(core_.options().upstream_ready_timeout)) continue;
+      if (!entry->client().info().capabilities.contains(cap)) continue;
+      if (!policy::Visible(*policy, who, MethodToolName(entry->name, gate), {})) continue;
+      auto items = ListAll(*entry, m, member);
+      if (!items) continue;  // one failing upstream does not hide the others
+      std::lock_guard lock(mu_);
+      for (json& item : *items) {
+        if (!item.is_object()) continue;
+        if (prompts && item.contains("name") && item["name"].is_string()) {
+          std::string upstream_name = item["name"].get<std::string>();
+          std::string exposed = ExposedName(entry->prefix, upstream_name);
+          prompt_owner_[exposed] = {entry.get(), upstream_name};
+          item["name"] = exposed;
+        } else if (item.contains("uri") && item["uri"].is_string()) {
+          uri_owner_[item["uri"].get<std::string>()] = entry.get();
+        } else if (item.contains("uriTemplate") && item["uriTemplate"].is_string()) {
+          AddTemplateOwner(TemplatePrefix(item["uriTemplate"].get<std::string>()), entry.get());
+        }
+        merged.push_back(std::move(item));
+      }
+    }
+    return mcp::Response{request.id, {{member, std::move(merged)}}};
+  }
+
+  if (m == "logging/setLevel") {
+    for (auto& entry : entries_) {
+      // The log of a shared instance goes to no session (upstream_instances.h): its level is
+      // not one session's to set.
+      if (entry->instance->shared_between_users()) continue;
+      if (!entry->client().WaitReady(core_.options().upstream_ready_timeout)) continue;
+      if (!entry->client().info().capabilities.contains("logging")) continue;
+      CallContext call = ContextFor(caller, session_id, *entry, m, params);
+      Entry* e = entry.get();
+      session_.Decided(request, call, [&] { return SendAndWait(*e, m, params, &flight); });
+    }
+    return mcp::Response{request.id, json::object()};
+  }
+
+  Entry* owner = nullptr;
+  json forwarded = params;
+  if (m == "resources/read" || m == "resources/subscribe" || m == "resources/unsubscribe") {
+    if (!params.contains("uri") || !params["uri"].is_string())
+      return LocalError(request.id, mcp::kInvalidParams, m + " needs params.uri (a string)");
+    owner = FindOwnerOfUri(params["uri"].get<std::string>());
+    if (!owner)
+      return LocalError(request.id, mcp::kResourceNotFound,
+                        "Resource not found: " + params["uri"].get<std::string>());
+  } else if (m == "prompts/get") {
+    if (!params.contains("name") || !params["name"].is_string())
+      return LocalError(request.id, mcp::kInvalidParams, "prompts/get needs params.name (a string)");
+    std::string upstream_name;
+    owner = ByExposedPrompt(params["name"].get<std::string>(), &upstream_name);
+    if (!owner)
+      return LocalError(request.id, mcp::kInvalidParams,
+                        "unknown prompt: " + params["name"].get<std::string>());
+    forwarded["name"] = upstream_name;
+  } else if (m == "completion/complete") {
+    const json ref = params.value("ref", json::object());
+    const std::string type = ref.is_object() ? ref.value("type", "") : "";
+    if (type == "ref/prompt" && ref.contains("name") && ref["name"].is_string()) {
+      std::string upstream_name;
+      owner = ByExposedPrompt(ref["name"].get<std::string>(), &upstream_name);
+      if (owner) forwarded["ref"]["name"] = upstream_name;
+    } else if (type == "ref/resource" && ref.contains("uri") && ref["uri"].is_string()) {
+      owner = FindOwnerOfUri(ref["uri"].get<std::string>());
+    } else {
+      return LocalError(request.id, mcp::kInvalidParams,
+                        "completion/complete needs params.ref of type ref/prompt or ref/resource");
+    }
+    if (!owner) return LocalError(request.id, mcp::kInvalidParams, "unknown completion reference");
+  }
+  if (!owner) return LocalError(request.id, mcp::kMethodNotFound, "Method not found: " + m);
+  flight.upstream = owner->name;
+  CallContext call = ContextFor(caller, session_id, *owner, m, params);
+  if (m == "resources/subscribe" || m == "resources/unsubscribe")
+    return Subscription(request, flight, call, *owner, params["uri"].get<std::string>());
+  return session_.Decided(request, call, [&] { return SendAndWait(*owner, m, forwarded, &flight); });
+}
+
+mcp::Message SessionUpstreams::Subscription(const mcp::Request& request,
+                                            McpSession::InFlight& flight, CallContext& call,
+                                            Entry& owner, const std::string& uri) {
+  const json params = request.params.value_or(json::object());
+  if (request.method == "resources/subscribe") {
+    mcp::Message reply = session_.Decided(
+        request, call, [&] { return SendAndWait(owner, request.method, params, &flight); });
+    if (std::holds_alternative<mcp::Response>(reply)) {
+      bool first;
+      {
+        std::lock_guard lock(mu_);
+        first = subscribed_[&owner].insert(uri).second;
+      }
+      if (first) owner.instance->Subscribed(uri);
+    }
+    return reply;
+  }
+  bool held;
+  {
+    std::lock_guard lock(mu_);
+    held = subscribed_[&owner].erase(uri) > 0;
+  }
+  // The upstream is told only when no other session holding the instance still wants it.
+  const bool last = !held || owner.instance->Unsubscribed(uri);
+  return session_.Decided(request, call, [&]() -> mcp::Message {
+    if (last) return SendAndWait(owner, request.method, params, &flight);
+    return mcp::Response{request.id, json::object()};
+  });
+}
+
+void SessionUpstreams::OnInstanceToolsChanged(UpstreamInstance&) {
+  if (stopped_.load()) return;
+  session_.SendToStream(mcp::Notification{"notifications/tools/list_changed", std::nullopt});
+}
+
+bool SessionUpstreams::HasRequestOn(const UpstreamInstance& instance) {
+  return session_.HasRequestTo(instance.name());
+}
+
+void SessionUpstreams::OnInstanceNotification(UpstreamInstance& instance,
+                                              const mcp::Notification& note) {
+  if (stopped_.load()) return;
+  Entry* entry = EntryOf(instance);
+  if (!entry) return;
+  const std::string& m = note.method;
+  if (m == "notifications/progress") {
+    if (!note.params || !note.params->is_object() || !note.params->contains("progressToken")) return;
+    const json& t = (*note.params)["progressToken"];
+    if (!t.is_string()) return;
+    Progress p;
+    {
+      std::lock_guard lock(mu_);
+      auto it = progress_.find(t.get<std::string>());
+      if (it == progress_.end()) return;  // another session's, or the call has ended
+      p = it->second;
+    }
+    json params = *note.params;
+    params["progressToken"] = p.token;
+    mcp::Notification out{m, std::move(params)};
+    if (p.sink) {
+      p.sink(out);
+    } else {
+      session_.SendToStream(out);
+    }
+    return;
+  }
+  if (m == "notifications/message") {
+    json params = note.params.value_or(json::object());
+    if (params.is_object() && !params.contains("logger")) params["logger"] = entry->name;
+    session_.SendToStream(mcp::Notification{m, std::move(params)});
+    return;
+  }
+  if (m == "notifications/resources/updated") {
+    // Only to the sessions that subscribed to it: the instance may be another session's too.
+    if (!note.params || !note.params->is_object() || !note.params->contains("uri") ||
+        !(*note.params)["uri"].is_string())
+      return;
+    {
+      std::lock_guard lock(mu_);
+      auto it = subscribed_.find(entry);
+      if (it == subscribed_.end() || !it->second.count((*note.params)["uri"].get<std::string>()))
+        return;
+    }
+    session_.SendToStream(note);
+    return;
+  }
+  if (m == "notifications/resources/list_changed" || m == "notifications/prompts/list_changed")
+    session_.SendToStream(note);
+}
+
+void SessionUpstreams::OnInstanceRequest(UpstreamInstance& instance, const mcp::Request& request,
+                                         std::function<void(mcp::Message)> reply) {
+  Entry* entry = EntryOf(instance);
+  if (!entry || stopped_.load())
+    return reply(LocalError(request.id, mcp::kInternalError, "the session has ended"));
+  // Decided on a worker: the policy and the audit write, then a wait for the client's answer.
+  auto self = shared_from_this();
+  core_.Post([self, entry, request, reply = std::move(reply)] {
+    json params = request.params.value_or(json::object());
+    CallContext call = self->ContextFor(self->session_.caller(), self->session_.id(), *entry,
+                                        request.method, params);
+    reply(self->session_.Decided(request, call, [&] { return self->AskClient(*entry, request); }));
+  });
+}
+
+mcp::Message SessionUpstreams::AskClient(Entry& entry, const mcp::Request& request) {
+  const json caps = session_.client_capabilities();
+  const char* needs = request.method == "sampling/createMessage" ? "sampling"
+                      : request.method == "elicitation/create"   ? "elicitation"
+                                                                 : "roots";
+  if (!caps.is_object() || !caps.contains(needs))
+    return LocalError(request.id, mcp::kMethodNotFound,
+                      std::string("the client does not support ") + needs);
+  MessageSink sink = session_.RelatedSinkFor(entry.name);
+  if (!sink)
+    return LocalError(request.id, mcp::kInternalError,
+                      "no open channel to the client for " + request.method);
+  const std::string id = NextToken();
+  auto waiter = std::make_shared<std::promise<mcp::Message>>();
+  std::future<mcp::Message> answer = waiter->get_future();
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_.load()) return LocalError(request.id, mcp::kInternalError, "the session has ended");
+    asked_[id] = waiter;
+  }
+  sink(mcp::Request{id, request.method, request.params});
+  if (answer.wait_for(kClientAnswerTimeout) != std::future_status::ready) {
+    std::lock_guard lock(mu_);
+    asked_.erase(id);
+    return LocalError(request.id, -32001, "the client did not answer " + request.method + " in time");
+  }
+  return answer.get();
+}
+
+void SessionUpstreams::ClientReplied(const mcp::Message& message) {
+  std::optional<mcp::Id> id;
+  if (auto* ok = std::get_if<mcp::Response>(&message)) id = ok->id;
+  if (auto* err = std::get_if<mcp::ErrorResponse>(&message)) id = err->id;
+  if (!id || !id->AsString()) return;
+  std::shared_ptr<std::promise<mcp::Message>> waiter;
+  {
+    std::lock_guard lock(mu_);
+    auto it = asked_.find(*id->AsString());
+    if (it == asked_.end()) return;  // not ours, or too late
+    waiter = it->second;
+    asked_.erase(it);
+  }
+  waiter->set_value(message);
+}
+
+void SessionUpstreams::NotifyAll(const std::string& method, const json& params) {
+  for (auto& entry : entries_) {
+    // A shared instance was offered no roots: no client's list is its business.
+    if (entry->instance->shared_between_users()) continue;
+    entry->client().Notify(method, params);
+  }
+}
+
+void SessionUpstreams::StopAll() {
+  if (stopped_.exchange(true)) return;
+  std::map<std::string, std::shared_ptr<std::promise<mcp::Message>>> asked;
+  std::map<Entry*, std::set<std::string>> subscribed;
+  {
+    std::lock_guard lock(mu_);
+    asked.swap(asked_);
+    subscribed.swap(subscribed_);
+  }
+  for (auto& [id, waiter] : asked)
+    waiter->set_value(LocalError(mcp::Id(id), mcp::kInternalError, "the session has ended"));
+  for (auto& entry : entries_) {
+    // What this session subscribed to and nobody else holds is unsubscribed upstream (the
+    // instance may live on for other sessions, or idle).
+    for (const std::string& uri : subscribed[entry.get()]) {
+      if (entry->instance->Unsubscribed(uri) &&
+          entry->instance->identity().mode != policy::Instances::kPerSession)
+        entry->client().Send("resources/unsubscribe", {{"uri", uri}}, [](mcp::Message) {});
+    }
+    core_.instances().Release(entry->instance, this);
+  }
+}
+
+}  // namespace warden::gateway

@@ -1,0 +1,106 @@
+// The stages of this slice, in the order BuildStandardPipeline chains them:
+//   identity -> kill_switches -> policy -> execute -> (final) audit
+// Later issues insert trifecta, approval, credential and result-handling stages between them.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "audit/audit_log.h"
+#include "gateway/builtins/builtin_tools.h"
+#include "gateway/stages/kill_switches.h"
+#include "identity/caller.h"
+#include "gateway/pipeline/pipeline.h"
+#include "policy/holder.h"
+
+namespace warden::gateway {
+
+// Fills the caller's tenant, user, agent and scope from a fixed identity (the stdio transport's
+// local user) where the transport left them empty. The seam for API keys and JWTs (HTTP): that
+// stage denies unauthenticated callers; this one never denies.
+class IdentityStage : public Stage {
+ public:
+  explicit IdentityStage(identity::Caller caller) : caller_(std::move(caller)) {}
+  std::string_view name() const override { return "identity"; }
+  StageOutcome Run(CallContext& call) override;
+
+ private:
+  identity::Caller caller_;
+};
+
+// Denies calls stopped by a kill switch (global, tenant, agent or tool).
+class KillSwitchStage : public Stage {
+ public:
+  explicit KillSwitchStage(const KillSwitches& switches) : switches_(switches) {}
+  std::string_view name() const override { return "kill_switches"; }
+  StageOutcome Run(CallContext& call) override;
+
+ private:
+  const KillSwitches& switches_;
+};
+
+// policy::Decide on the policy in force (one snapshot per call, kept in call.policy). A tool the
+// caller may not see is refused as unknown; `deny` is a denial naming the rule; `ask` is denied
+// with "approval required" until the approvals issue turns it into a pause. No policy in force:
+// denied (fail closed).
+class PolicyStage : public Stage {
+ public:
+  explicit PolicyStage(const policy::PolicyHolder& policy) : policy_(policy) {}
+  std::string_view name() const override { return "policy"; }
+  StageOutcome Run(CallContext& call) override;
+
+ private:
+  const policy::PolicyHolder& policy_;
+};
+
+// Checks an upstream tool's arguments against the inputSchema of its (pinned) definition
+// (json_schema.h): arguments that fail it never reach the upstream, and the model reads why.
+class ArgumentsStage : public Stage {
+ public:
+  std::string_view name() const override { return "arguments"; }
+  StageOutcome Run(CallContext& call) override;
+};
+
+// Runs the tool (built-ins only in this slice) on the sandbox profile the decision names, else
+// the policy's `sandbox.profiles.default`, else DefaultExecProfile(); fills call.result. A tool
+// that does not exist is refused as unknown, arguments it rejects as invalid.
+class ExecuteStage : public Stage {
+ public:
+  explicit ExecuteStage(const BuiltinTools& tools) : tools_(tools) {}
+  std::string_view name() const override { return "execute"; }
+  StageOutcome Run(CallContext& call) override;
+
+ private:
+  const BuiltinTools& tools_;
+};
+
+// A final stage: appends one entry per call to the audit log (a `call` entry when the tool ran, a
+// `decision` entry when it was refused), with caller, tool, arguments (redacted by the log),
+// decision, rule, reason, result summary, labels and latency. Runs after a denial too. When the
+// entry cannot be written it denies (kInternal): the result never goes back unrecorded.
+class AuditStage : public Stage {
+ public:
+  explicit AuditStage(audit::AuditLog& log) : log_(log) {}
+  std::string_view name() const override { return "audit"; }
+  StageOutcome Run(CallContext& call) override;
+
+ private:
+  audit::AuditLog& log_;
+};
+
+// The audit entry AuditStage writes for `call` (exposed for tests).
+audit::AuditEntry AuditEntryFor(const CallContext& call);
+
+// What the standard pipeline is built from; nothing is owned, all must outlive the pipeline.
+struct GatewayDeps {
+  const policy::PolicyHolder* policy = nullptr;
+  const KillSwitches* kill_switches = nullptr;
+  const BuiltinTools* tools = nullptr;
+  audit::AuditLog* audit = nullptr;
+  identity::Caller caller;
+};
+
+// identity -> kill_switches -> policy -> execute, then audit as a final stage.
+std::unique_ptr<Pipeline> BuildStandardPipeline(const GatewayDeps& deps);
+
+}  // namespace warden::gateway
