@@ -26,11 +26,13 @@ GatewayCore::GatewayCore(policy::PolicyHolder& policy, audit::AuditLog& audit,
       options_(std::move(options)),
       pool_(static_cast<size_t>(std::max(1, options_.worker_threads))),
       control_(static_cast<size_t>(std::max(1, options_.control_threads))) {
-  pipeline_ = BuildStandardPipeline({.policy = &policy_,
-                                     .kill_switches = &switches_,
-                                     .tools = &tools_,
-                                     .audit = &audit_,
-                                     .caller = std::move(default_caller)});
+  StageServices services = options_.services;
+  services.policy = &policy_;
+  services.kill_switches = &switches_;
+  services.tools = &tools_;
+  services.audit = &audit_;
+  services.caller = std::move(default_caller);
+  pipeline_ = BuildPipeline(services, options_.chain.empty() ? StandardChain() : options_.chain);
   instances_ = std::make_unique<UpstreamInstances>(*this);
   listening_ = std::make_shared<Listening>();
   listening_->core = this;
@@ -69,6 +71,16 @@ void GatewayCore::PostControl(std::function<void()> work) {
   boost::asio::post(control_, [work = std::move(work)] {
     RunGuarded("gateway control", "the job was dropped", work);
   });
+}
+
+std::shared_ptr<boost::asio::steady_timer> GatewayCore::PostAfter(std::chrono::milliseconds delay,
+                                                                   std::function<void()> work) {
+  auto timer = std::make_shared<boost::asio::steady_timer>(pool_.get_executor(), delay);
+  timer->async_wait([work = std::move(work)](const boost::system::error_code& error) {
+    if (error) return;  // cancelled
+    RunGuarded("gateway timer", "the job was dropped", work);
+  });
+  return timer;
 }
 
 void GatewayCore::CancelCovered(KillScope scope, const std::string& name,

@@ -4,7 +4,9 @@
 // Contract: docs/gateway.md.
 #pragma once
 
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -15,6 +17,7 @@
 #include "gateway/builtins/builtin_tools.h"
 #include "gateway/stages/kill_switches.h"
 #include "gateway/pipeline/pipeline.h"
+#include "gateway/stages/chain.h"
 #include "gateway/stages/stages.h"
 #include "policy/holder.h"
 #include "upstream/client.h"
@@ -49,6 +52,12 @@ struct GatewayOptions {
   // The pin store's approval generation: when it changes (`warden tools approve`), each
   // session reviews its upstreams' tools again, so approved tools appear without a restart.
   std::function<int64_t()> pin_generation;
+  // The pipeline's chain: empty for StandardChain() (stages/chain.cc); tests and benches put
+  // their own stages in.
+  std::vector<ChainLink> chain;
+  // Services for stages beyond the core's own (the core fills in policy, kill switches, tools,
+  // audit log and default caller, and passes the rest to every stage's factory untouched).
+  StageServices services;
 };
 
 // Everything a session needs; nothing here is owned by a session. Thread-safe.
@@ -72,6 +81,11 @@ class GatewayCore {
   // Runs `work` on the control executor: the admin and console API, and what a kill switch
   // does to calls in flight. Short jobs only (a store write, an audit append); never a call.
   void PostControl(std::function<void()> work);
+  // Runs `work` on a worker once `delay` has passed, unless the returned timer is cancelled
+  // first (then `work` never runs). Short jobs only, as for Post. Whoever holds the timer
+  // cancels it before the core goes: a pending timer keeps the pool from finishing.
+  std::shared_ptr<boost::asio::steady_timer> PostAfter(std::chrono::milliseconds delay,
+                                                       std::function<void()> work);
 
   // The live upstream instances every session draws from (upstream_instances.h).
   UpstreamInstances& instances() { return *instances_; }

@@ -81,8 +81,8 @@ std::string SchemaViolation(const json& value, const json& schema, const std::st
   return "";
 }
 
-void ExpectConforms(const ToolResult& r) {
-  EXPECT_EQ(SchemaViolation(r.mcp_result["structuredContent"],
+void ExpectConforms(const CallResult& r) {
+  EXPECT_EQ(SchemaViolation(r.value["structuredContent"],
                             SandboxExecDefinition()["outputSchema"], "structuredContent"),
             "");
 }
@@ -125,10 +125,10 @@ TEST(ExecDefinition, DeclaresTheInputSchema) {
   EXPECT_EQ(def["outputSchema"]["required"].size(), 7u);
 }
 
-ToolResult Exec(const json& arguments, sandbox::Options profile = DefaultExecProfile()) {
+CallResult Exec(const json& arguments, sandbox::Options profile = DefaultExecProfile()) {
   auto request = ParseExecArguments(arguments);
   EXPECT_TRUE(request.ok()) << request.status().message();
-  ToolResult r = RunSandboxExec(*request, profile, nullptr, ExecPoolForTests());
+  CallResult r = RunSandboxExec(*request, profile, nullptr, ExecPoolForTests());
   // Pooled exactly when the pool holds the profile; cold otherwise (a profile of its own).
   const bool pooled = ExecPoolForTests() != nullptr && ExecPoolForTests()->Serves(profile);
   EXPECT_EQ(r.execution, pooled ? "pre-warmed pool" : "") << arguments.dump();
@@ -136,65 +136,65 @@ ToolResult Exec(const json& arguments, sandbox::Options profile = DefaultExecPro
 }
 
 TEST(SandboxExec, EchoReturnsItsOutputAsTextAndStructuredContent) {
-  ToolResult r = Exec({{"command", "echo hi"}});
-  const json& s = r.mcp_result["structuredContent"];
-  ASSERT_EQ(s["reason"], "exited") << r.mcp_result.dump();
+  CallResult r = Exec({{"command", "echo hi"}});
+  const json& s = r.value["structuredContent"];
+  ASSERT_EQ(s["reason"], "exited") << r.value.dump();
   EXPECT_EQ(s["exit_code"], 0);
   EXPECT_EQ(s["stdout"], "hi\n");
   EXPECT_EQ(s["stderr"], "");
   EXPECT_TRUE(s["wall_ms"].is_number());
   EXPECT_FALSE(r.is_error);
-  EXPECT_EQ(r.mcp_result["isError"], false);
-  EXPECT_EQ(r.mcp_result["content"][0]["type"], "text");
-  EXPECT_EQ(r.mcp_result["content"][0]["text"], "hi\n");
+  EXPECT_EQ(r.value["isError"], false);
+  EXPECT_EQ(r.value["content"][0]["type"], "text");
+  EXPECT_EQ(r.value["content"][0]["text"], "hi\n");
 }
 
 TEST(SandboxExec, StdinReachesTheCommand) {
-  ToolResult r = Exec({{"argv", {"cat"}}, {"stdin", "from the agent"}});
-  EXPECT_EQ(r.mcp_result["structuredContent"]["stdout"], "from the agent") << r.mcp_result.dump();
+  CallResult r = Exec({{"argv", {"cat"}}, {"stdin", "from the agent"}});
+  EXPECT_EQ(r.value["structuredContent"]["stdout"], "from the agent") << r.value.dump();
 }
 
 TEST(SandboxExec, NoStdinMeansEmptyInputNotTheGatewaysOwnStdin) {
-  ToolResult r = Exec({{"command", "wc -c"}});
-  EXPECT_EQ(r.mcp_result["structuredContent"]["stdout"], "0\n") << r.mcp_result.dump();
+  CallResult r = Exec({{"command", "wc -c"}});
+  EXPECT_EQ(r.value["structuredContent"]["stdout"], "0\n") << r.value.dump();
 }
 
 TEST(SandboxExec, NonZeroExitIsAnErrorResultWithStderr) {
-  ToolResult r = Exec({{"command", "echo oops >&2; exit 3"}});
+  CallResult r = Exec({{"command", "echo oops >&2; exit 3"}});
   EXPECT_TRUE(r.is_error);
-  EXPECT_EQ(r.mcp_result["isError"], true);
-  EXPECT_EQ(r.mcp_result["structuredContent"]["exit_code"], 3);
-  EXPECT_EQ(r.mcp_result["structuredContent"]["stderr"], "oops\n");
-  EXPECT_NE(r.text.find("[exit code 3"), std::string::npos) << r.text;
+  EXPECT_EQ(r.value["isError"], true);
+  EXPECT_EQ(r.value["structuredContent"]["exit_code"], 3);
+  EXPECT_EQ(r.value["structuredContent"]["stderr"], "oops\n");
+  EXPECT_NE(r.Text().find("[exit code 3"), std::string::npos) << r.Text();
 }
 
 TEST(SandboxExec, TimeoutShortensTheProfilesLimit) {
-  ToolResult r = Exec({{"command", "sleep 10"}, {"timeout_s", 0.3}});
-  EXPECT_EQ(r.mcp_result["structuredContent"]["reason"], "timeout") << r.mcp_result.dump();
-  EXPECT_EQ(r.mcp_result["structuredContent"]["exit_code"], 124);
-  EXPECT_LT(r.mcp_result["structuredContent"]["wall_ms"].get<uint64_t>(), 5000u);
+  CallResult r = Exec({{"command", "sleep 10"}, {"timeout_s", 0.3}});
+  EXPECT_EQ(r.value["structuredContent"]["reason"], "timeout") << r.value.dump();
+  EXPECT_EQ(r.value["structuredContent"]["exit_code"], 124);
+  EXPECT_LT(r.value["structuredContent"]["wall_ms"].get<uint64_t>(), 5000u);
 }
 
 TEST(SandboxExec, TimeoutCannotLengthenTheProfilesLimit) {
   sandbox::Options profile = DefaultExecProfile();
   profile.timeout_ms = 300;
-  ToolResult r = Exec({{"command", "sleep 10"}, {"timeout_s", 60}}, profile);
-  EXPECT_EQ(r.mcp_result["structuredContent"]["reason"], "timeout") << r.mcp_result.dump();
+  CallResult r = Exec({{"command", "sleep 10"}, {"timeout_s", 60}}, profile);
+  EXPECT_EQ(r.value["structuredContent"]["reason"], "timeout") << r.value.dump();
 }
 
 TEST(SandboxExec, OutputIsCutAtTheCap) {
   sandbox::Options profile = DefaultExecProfile();
   profile.output_limit_bytes = 1000;
-  ToolResult r = Exec({{"command", "yes a | head -c 5000"}}, profile);
-  const json& s = r.mcp_result["structuredContent"];
-  EXPECT_EQ(s["stdout"].get<std::string>().size(), 1000u) << r.mcp_result.dump().substr(0, 300);
+  CallResult r = Exec({{"command", "yes a | head -c 5000"}}, profile);
+  const json& s = r.value["structuredContent"];
+  EXPECT_EQ(s["stdout"].get<std::string>().size(), 1000u) << r.value.dump().substr(0, 300);
   EXPECT_EQ(s["stdout_truncated"], true);
 }
 
 TEST(SandboxExec, HasNoNetwork) {
-  ToolResult r = Exec({{"command", "cat /proc/net/dev | grep -c ':'"}});
+  CallResult r = Exec({{"command", "cat /proc/net/dev | grep -c ':'"}});
   // Only loopback exists in the sandbox's network namespace.
-  EXPECT_EQ(r.mcp_result["structuredContent"]["stdout"], "1\n") << r.mcp_result.dump();
+  EXPECT_EQ(r.value["structuredContent"]["stdout"], "1\n") << r.value.dump();
 }
 
 TEST(BuiltinToolSet, HoldsSandboxExecUnderTheSandboxServer) {
@@ -216,8 +216,8 @@ TEST(BuiltinToolSet, HoldsWebFetchUnderTheWebServerDeniedWithoutAPolicy) {
   auto r = t->run(json{{"url", "http://example.com/"}}, ToolEnv{});
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->is_error);
-  EXPECT_NE(r->text.find("no egress allow-list"), std::string::npos) << r->text;
-  EXPECT_EQ(r->mcp_result["structuredContent"]["egress"][0]["allowed"], false);
+  EXPECT_NE(r->Text().find("no egress allow-list"), std::string::npos) << r->Text();
+  EXPECT_EQ(r->value["structuredContent"]["egress"][0]["allowed"], false);
 }
 
 TEST(BuiltinToolSet, WebFetchTakesTheAllowListFromThePolicy) {
@@ -228,8 +228,8 @@ TEST(BuiltinToolSet, WebFetchTakesTheAllowListFromThePolicy) {
   auto r = tools.Find("web__fetch")->run(json{{"url", "http://other.example.org/"}}, env);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->is_error);
-  EXPECT_NE(r->text.find("other.example.org is not on the allow-list"), std::string::npos)
-      << r->text;
+  EXPECT_NE(r->Text().find("other.example.org is not on the allow-list"), std::string::npos)
+      << r->Text();
 }
 
 // ---- files, outputs, language ----
@@ -297,10 +297,10 @@ TEST(ExecArguments, RefusesBadOutputsAndLanguageCombinations) {
 }
 
 TEST(SandboxExec, FilesAreWrittenIntoTheWorkingDirectory) {
-  ToolResult r = Exec({{"command", "pwd; cat a.txt sub/dir/b.txt"},
+  CallResult r = Exec({{"command", "pwd; cat a.txt sub/dir/b.txt"},
                        {"files", {{"a.txt", "first\n"}, {"sub/dir/b.txt", "second\n"}}}});
-  EXPECT_EQ(r.mcp_result["structuredContent"]["stdout"], "/work\nfirst\nsecond\n")
-      << r.mcp_result.dump();
+  EXPECT_EQ(r.value["structuredContent"]["stdout"], "/work\nfirst\nsecond\n")
+      << r.value.dump();
   ExpectConforms(r);
 }
 
@@ -313,20 +313,20 @@ TEST(SandboxExec, RunsPythonShAndNodeCode) {
                {"node", "console.log('node', typeof process.version)"}};
   const char* expected[] = {"py 3\n", "sh main.sh\n", "node string\n"};
   for (size_t i = 0; i < 3; ++i) {
-    ToolResult r = Exec({{"language", cases[i].language}, {"code", cases[i].code}});
-    EXPECT_EQ(r.mcp_result["structuredContent"]["stdout"], expected[i]) << r.mcp_result.dump();
+    CallResult r = Exec({{"language", cases[i].language}, {"code", cases[i].code}});
+    EXPECT_EQ(r.value["structuredContent"]["stdout"], expected[i]) << r.value.dump();
     EXPECT_FALSE(r.is_error) << cases[i].language;
   }
 }
 
 TEST(SandboxExec, OutputsAreCollectedByPathAndGlob) {
-  ToolResult r = Exec({{"command",
+  CallResult r = Exec({{"command",
                         "mkdir -p out && echo one > out/1.txt && echo two > out/2.txt && "
                         "echo skip > out/3.log && printf '\\377\\000\\001' > blob.bin && "
                         "echo '{\"k\":1}' > result.json"},
                        {"outputs", {"out/*.txt", "result.json", "blob.bin", "absent.txt"}}});
-  const json& s = r.mcp_result["structuredContent"];
-  ASSERT_EQ(s["exit_code"], 0) << r.mcp_result.dump();
+  const json& s = r.value["structuredContent"];
+  ASSERT_EQ(s["exit_code"], 0) << r.value.dump();
   ASSERT_EQ(s["outputs"].size(), 4u) << s.dump();
   EXPECT_EQ(s["outputs"][0]["path"], "out/1.txt");
   EXPECT_EQ(s["outputs"][0]["content"], "one\n");
@@ -340,17 +340,17 @@ TEST(SandboxExec, OutputsAreCollectedByPathAndGlob) {
   ASSERT_EQ(s["outputs_skipped"].size(), 1u) << s.dump();
   EXPECT_EQ(s["outputs_skipped"][0]["path"], "absent.txt");
   EXPECT_EQ(s["outputs_skipped"][0]["reason"], "not found");
-  EXPECT_NE(r.text.find("[output out/1.txt, 4 bytes]\none\n"), std::string::npos) << r.text;
+  EXPECT_NE(r.Text().find("[output out/1.txt, 4 bytes]\none\n"), std::string::npos) << r.Text();
   ExpectConforms(r);
 }
 
 TEST(SandboxExec, OutputFilesAreCutAtOneMebibyteAndSixteenFiles) {
-  ToolResult r = Exec({{"command",
+  CallResult r = Exec({{"command",
                         "head -c 1500000 /dev/zero | tr '\\0' a > big.txt; "
                         "for i in $(seq 10 29); do echo $i > n$i.txt; done"},
                        {"outputs", {"big.txt", "n*.txt"}}});
-  const json& s = r.mcp_result["structuredContent"];
-  ASSERT_EQ(s["outputs"].size(), kExecMaxOutputFiles) << r.mcp_result.dump().substr(0, 400);
+  const json& s = r.value["structuredContent"];
+  ASSERT_EQ(s["outputs"].size(), kExecMaxOutputFiles) << r.value.dump().substr(0, 400);
   EXPECT_EQ(s["outputs"][0]["content"].get<std::string>().size(), kExecOutputFileCapBytes);
   EXPECT_EQ(s["outputs"][0]["truncated"], true);
   EXPECT_EQ(s["outputs"][0]["bytes"], 1500000);
@@ -364,14 +364,14 @@ TEST(SandboxExec, OutputFilesAreCutAtOneMebibyteAndSixteenFiles) {
 // The attack: the command plants a symlink at an output path hoping the gateway (root) reads
 // the host's /etc/shadow through it.
 TEST(SandboxExecAttack, SymlinkPlantedAtAnOutputPathIsNotFollowed) {
-  ToolResult r = Exec({{"command",
+  CallResult r = Exec({{"command",
                         "ln -s /etc/shadow out.txt && ln -s /etc linked && "
                         "ln -s /etc/passwd also.txt && mkdir d && ln -s /etc/hostname d/x.txt"},
                        {"outputs", {"out.txt", "linked/shadow", "linked/*", "*.txt", "d/*.txt"}}});
-  const json& s = r.mcp_result["structuredContent"];
-  ASSERT_EQ(s["exit_code"], 0) << r.mcp_result.dump();
+  const json& s = r.value["structuredContent"];
+  ASSERT_EQ(s["exit_code"], 0) << r.value.dump();
   EXPECT_EQ(s["outputs"].size(), 0u) << s.dump();
-  std::string dump = r.mcp_result.dump();
+  std::string dump = r.value.dump();
   EXPECT_EQ(dump.find("root:"), std::string::npos) << "host file content leaked: " << dump;
   ASSERT_FALSE(s["outputs_skipped"].empty());
   for (const json& skipped : s["outputs_skipped"])
@@ -403,13 +403,13 @@ TEST(SandboxExec, WorkspaceIsPrivateAndRemovedAfterTheCall) {
   chmod(tmp.path().c_str(), 0711);
   ScopedTmpdir scoped(tmp.path());
   // The command leaves a deep tree, a read-only directory and a link to the outside behind.
-  ToolResult r = Exec({{"command",
+  CallResult r = Exec({{"command",
                         "mkdir -p a/b/c && echo x > a/b/c/f && chmod 500 a/b/c && chmod 500 a && "
                         "ln -s / root && stat -c %a /work"},
                        {"files", {{"keep.txt", "k"}}},
                        {"outputs", {"*.txt", "a/*/c/*"}}});
-  EXPECT_EQ(r.mcp_result["structuredContent"]["stdout"], "700\n") << r.mcp_result.dump();
-  EXPECT_EQ(r.mcp_result["structuredContent"]["outputs"].size(), 2u) << r.mcp_result.dump();
+  EXPECT_EQ(r.value["structuredContent"]["stdout"], "700\n") << r.value.dump();
+  EXPECT_EQ(r.value["structuredContent"]["outputs"].size(), 2u) << r.value.dump();
   size_t left = 0;
   for (const auto& e : std::filesystem::directory_iterator(tmp.path())) {
     ++left;
@@ -426,25 +426,25 @@ TEST(SandboxExec, TmpdirTheSandboxUserCannotReachIsASetupErrorSayingSo) {
                     "TMPDIR (pool_workspace_test covers where it goes)";
   testing::TempDir tmp;  // 0700, root's
   ScopedTmpdir scoped(tmp.path());
-  ToolResult r = Exec({{"command", "true"}, {"files", {{"a", "b"}}}});
-  EXPECT_EQ(r.mcp_result["structuredContent"]["reason"], "setup_error");
-  EXPECT_NE(r.text.find("is not searchable by the sandbox's user"), std::string::npos) << r.text;
+  CallResult r = Exec({{"command", "true"}, {"files", {{"a", "b"}}}});
+  EXPECT_EQ(r.value["structuredContent"]["reason"], "setup_error");
+  EXPECT_NE(r.Text().find("is not searchable by the sandbox's user"), std::string::npos) << r.Text();
 }
 
 TEST(SandboxExec, ProtectedPathsDoNotApplyInTheFreshWorkspace) {
   ASSERT_FALSE(DefaultExecProfile().protect.empty());
-  ToolResult r = Exec({{"command", "echo more >> .git/config && cat .git/config"},
+  CallResult r = Exec({{"command", "echo more >> .git/config && cat .git/config"},
                        {"files", {{".git/config", "start\n"}}}});
-  EXPECT_EQ(r.mcp_result["structuredContent"]["stdout"], "start\nmore\n") << r.mcp_result.dump();
+  EXPECT_EQ(r.value["structuredContent"]["stdout"], "start\nmore\n") << r.value.dump();
 }
 
 TEST(SandboxExec, NoWorkspaceWithoutFilesOutputsOrLanguage) {
-  ToolResult r = Exec({{"command", "pwd; ls -A /work 2>/dev/null && echo has-work || echo no-work"}});
+  CallResult r = Exec({{"command", "pwd; ls -A /work 2>/dev/null && echo has-work || echo no-work"}});
   // A pooled sandbox always has its (empty) workspace: it was bound when the sandbox was built.
-  EXPECT_EQ(r.mcp_result["structuredContent"]["stdout"],
+  EXPECT_EQ(r.value["structuredContent"]["stdout"],
             ExecPoolForTests() ? "/tmp\nhas-work\n" : "/tmp\nno-work\n")
-      << r.mcp_result.dump();
-  EXPECT_FALSE(r.mcp_result["structuredContent"].contains("outputs"));
+      << r.value.dump();
+  EXPECT_FALSE(r.value["structuredContent"].contains("outputs"));
   ExpectConforms(r);
 }
 
@@ -469,12 +469,12 @@ TEST(SandboxExecCancel, CancelFromAnotherThreadKillsTheSandboxAtOnce) {
     cancel->Cancel("client sent notifications/cancelled");
   });
   auto start = std::chrono::steady_clock::now();
-  ToolResult r = RunSandboxExec(*request, DefaultExecProfile(), cancel, ExecPoolForTests());
+  CallResult r = RunSandboxExec(*request, DefaultExecProfile(), cancel, ExecPoolForTests());
   auto took = std::chrono::steady_clock::now() - start;
   canceller.join();
-  const json& s = r.mcp_result["structuredContent"];
+  const json& s = r.value["structuredContent"];
   EXPECT_LT(took, std::chrono::seconds(5));
-  EXPECT_EQ(s["reason"], "signaled") << r.mcp_result.dump();
+  EXPECT_EQ(s["reason"], "signaled") << r.value.dump();
   EXPECT_EQ(s["exit_code"], 137);
   EXPECT_NE(s["error"].get<std::string>().find("client sent notifications/cancelled"),
             std::string::npos);
@@ -498,11 +498,11 @@ TEST(SandboxExecCancel, AlreadyCancelledCallDoesNotRun) {
   cancel->Cancel("kill switch");
   auto request = ParseExecArguments({{"command", "sleep 5"}, {"files", {{"f", ""}}}});
   auto start = std::chrono::steady_clock::now();
-  ToolResult r = RunSandboxExec(*request, DefaultExecProfile(), cancel, ExecPoolForTests());
+  CallResult r = RunSandboxExec(*request, DefaultExecProfile(), cancel, ExecPoolForTests());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
-  EXPECT_EQ(r.mcp_result["structuredContent"]["reason"], "signaled") << r.mcp_result.dump();
-  EXPECT_EQ(r.mcp_result["structuredContent"]["wall_ms"], 0);
-  EXPECT_NE(r.text.find("kill switch"), std::string::npos) << r.text;
+  EXPECT_EQ(r.value["structuredContent"]["reason"], "signaled") << r.value.dump();
+  EXPECT_EQ(r.value["structuredContent"]["wall_ms"], 0);
+  EXPECT_NE(r.Text().find("kill switch"), std::string::npos) << r.Text();
 }
 
 }  // namespace

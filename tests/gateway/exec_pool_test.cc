@@ -70,8 +70,8 @@ TEST(ExecPoolSlot, FollowsThePlanAndAReplacedPoolFinishesTheCallsHoldingIt) {
   EXPECT_FALSE(second->Serves(plan.profile));
   // The held pool still runs its call, pre-warmed, on the profile it was started with.
   ExecRequest request{.argv = {"/bin/sh", "-c", "echo held"}};
-  ToolResult held = RunSandboxExec(request, plan.profile, nullptr, first.get());
-  EXPECT_EQ(held.mcp_result["structuredContent"]["stdout"], "held\n") << held.mcp_result.dump();
+  CallResult held = RunSandboxExec(request, plan.profile, nullptr, first.get());
+  EXPECT_EQ(held.value["structuredContent"]["stdout"], "held\n") << held.value.dump();
   EXPECT_EQ(held.execution, "pre-warmed pool");
   // Its last holder gone, the old pool is stopped and reaped.
   const pid_t old_pid = first->pid();

@@ -28,7 +28,7 @@ class GvisorExec : public ::testing::Test {
     EXPECT_TRUE(st.ok()) << st.message();
     return o;
   }
-  static ToolResult Exec(const json& arguments, const sandbox::Options& profile) {
+  static CallResult Exec(const json& arguments, const sandbox::Options& profile) {
     auto request = ParseExecArguments(arguments);
     EXPECT_TRUE(request.ok()) << request.status().message();
     return RunSandboxExec(*request, profile);
@@ -38,12 +38,12 @@ class GvisorExec : public ::testing::Test {
 TEST_F(GvisorExec, ProfileBackendRunsTheCommandUnderGvisorWithFilesInAndOut) {
   auto profile = Profile("backend: gvisor\ntimeout: 60s\nmemory: 512M\n");
   ASSERT_EQ(profile.backend, "gvisor");
-  ToolResult r = Exec({{"command", "uname -r; cat data/in.txt; mkdir -p out; echo made > out/result.txt"},
+  CallResult r = Exec({{"command", "uname -r; cat data/in.txt; mkdir -p out; echo made > out/result.txt"},
                        {"files", {{"data/in.txt", "from the agent\n"}}},
                        {"outputs", {"out/*.txt"}}},
                       profile);
-  const json& s = r.mcp_result["structuredContent"];
-  ASSERT_EQ(s["exit_code"], 0) << r.mcp_result.dump();
+  const json& s = r.value["structuredContent"];
+  ASSERT_EQ(s["exit_code"], 0) << r.value.dump();
   struct utsname host;
   ASSERT_EQ(uname(&host), 0);
   const std::string out = s["stdout"];
@@ -56,10 +56,10 @@ TEST_F(GvisorExec, ProfileBackendRunsTheCommandUnderGvisorWithFilesInAndOut) {
 TEST_F(GvisorExec, ProfileWithAPidsLimitRunsUnderTheLimit) {
   sandbox::Options profile = DefaultExecProfile();  // 128 pids: RLIMIT_NPROC inside gVisor
   profile.backend = "gvisor";
-  ToolResult r = Exec({{"command", "echo ran; python3 -c \"import resource; print(resource.getrlimit(resource.RLIMIT_NPROC))\""}},
+  CallResult r = Exec({{"command", "echo ran; python3 -c \"import resource; print(resource.getrlimit(resource.RLIMIT_NPROC))\""}},
                       profile);
-  const json& s = r.mcp_result["structuredContent"];
-  EXPECT_EQ(s["exit_code"], 0) << r.mcp_result.dump();
+  const json& s = r.value["structuredContent"];
+  EXPECT_EQ(s["exit_code"], 0) << r.value.dump();
   EXPECT_EQ(s["stdout"], "ran\n(128, 128)\n") << s.dump();
 }
 

@@ -12,6 +12,8 @@
 namespace warden::gateway {
 namespace {
 
+using nlohmann::json;
+
 class RecordingStage : public Stage {
  public:
   RecordingStage(std::string name, std::vector<std::string>* trace, StageOutcome outcome)
@@ -189,6 +191,163 @@ TEST(Pipeline, CountsEachStageOutcomeUnderItsName) {
   EXPECT_EQ(stats[1].name, "policy");
   EXPECT_EQ(stats[1].denied, 2u);
   EXPECT_EQ(stats[2].continued, 2u);
+}
+
+// A stage that records both directions, and on the way back does what it is told.
+class TwoWayStage : public Stage {
+ public:
+  TwoWayStage(std::string name, std::vector<std::string>* trace,
+              StageOutcome on_result = StageOutcome::Continue(), bool drop_streamed = false)
+      : name_(std::move(name)), trace_(trace), on_result_(std::move(on_result)),
+        drop_(drop_streamed) {}
+  std::string_view name() const override { return name_; }
+  StageOutcome Run(CallContext&) override {
+    trace_->push_back(name_ + " in");
+    return StageOutcome::Continue();
+  }
+  StageOutcome OnResult(CallContext& call) override {
+    trace_->push_back(name_ + " back");
+    call.result->value["seen"].push_back(name_);
+    return on_result_;
+  }
+  bool OnStreamed(CallContext&, mcp::Notification& message) override {
+    trace_->push_back(name_ + " streamed");
+    (*message.params)["seen"].push_back(name_);
+    return !drop_;
+  }
+
+ private:
+  std::string name_;
+  std::vector<std::string>* trace_;
+  StageOutcome on_result_;
+  bool drop_;
+};
+
+// Sets a result, as the execute stage does.
+class ResultStage : public Stage {
+ public:
+  std::string_view name() const override { return "execute"; }
+  StageOutcome Run(CallContext& call) override {
+    call.result = CallResult::FromText("done", false);
+    return StageOutcome::Continue();
+  }
+};
+
+TEST(PipelineResponsePath, ResultsGoBackThroughTheStagesLastFirstAndMayBeRewritten) {
+  std::vector<std::string> trace;
+  Pipeline p;
+  p.AddStage(std::make_unique<TwoWayStage>("identity", &trace));
+  p.AddStage(std::make_unique<TwoWayStage>("redact", &trace));
+  p.AddStage(std::make_unique<ResultStage>());
+  p.AddFinalStage(Continues("audit", &trace));
+  CallContext call;
+  EXPECT_EQ(p.Run(call).result, StageResult::kContinue);
+  EXPECT_EQ(trace, (std::vector<std::string>{"identity in", "redact in", "redact back",
+                                             "identity back", "audit"}));
+  ASSERT_TRUE(call.result);
+  EXPECT_EQ(call.result->value["seen"], json({"redact", "identity"}));
+  EXPECT_EQ(call.result->Text(), "done");
+  auto stats = p.Stats();
+  EXPECT_EQ(stats[1].results, 1u);
+  EXPECT_EQ(stats[1].results_denied, 0u);
+}
+
+TEST(PipelineResponsePath, ARefusedResultStopsTheWayBackAndIsTheVerdict) {
+  std::vector<std::string> trace;
+  Pipeline p;
+  p.AddStage(std::make_unique<TwoWayStage>("identity", &trace));
+  p.AddStage(std::make_unique<TwoWayStage>(
+      "redact", &trace, StageOutcome::Deny(Refusal::kDenied, "a private key", "redact.pem")));
+  p.AddStage(std::make_unique<ResultStage>());
+  p.AddFinalStage(Continues("audit", &trace));
+  CallContext call;
+  StageOutcome out = p.Run(call);
+  EXPECT_EQ(out.result, StageResult::kDeny);
+  EXPECT_EQ(out.rule, "redact.pem");
+  EXPECT_EQ(call.verdict_stage, "redact");
+  EXPECT_EQ(trace, (std::vector<std::string>{"identity in", "redact in", "redact back",
+                                             "audit(after redact)"}));
+  EXPECT_EQ(p.Stats()[1].results_denied, 1u);
+}
+
+TEST(PipelineResponsePath, ACallRefusedOnTheWayInNeverTakesTheWayBack) {
+  std::vector<std::string> trace;
+  Pipeline p;
+  p.AddStage(std::make_unique<TwoWayStage>("identity", &trace));
+  p.AddStage(std::make_unique<RecordingStage>("policy", &trace,
+                                              StageOutcome::Deny(Refusal::kDenied, "no")));
+  p.AddStage(std::make_unique<ResultStage>());
+  CallContext call;
+  EXPECT_EQ(p.Run(call).result, StageResult::kDeny);
+  EXPECT_EQ(trace, (std::vector<std::string>{"identity in", "policy"}));
+  EXPECT_EQ(p.Stats()[0].results, 0u);
+}
+
+TEST(PipelineResponsePath, APauseOnTheWayBackIsADenial) {
+  std::vector<std::string> trace;
+  Pipeline p;
+  p.AddStage(std::make_unique<TwoWayStage>(
+      "approval", &trace, StageOutcome{StageResult::kPause, Refusal::kNone, "later", ""}));
+  p.AddStage(std::make_unique<ResultStage>());
+  CallContext call;
+  StageOutcome out = p.Run(call);
+  EXPECT_EQ(out.result, StageResult::kDeny);
+  EXPECT_EQ(out.refusal, Refusal::kInternal);
+}
+
+TEST(PipelineResponsePath, StreamedMessagesPassEveryStageLastFirstAndMayBeDropped) {
+  std::vector<std::string> trace;
+  Pipeline p;
+  p.AddStage(std::make_unique<TwoWayStage>("identity", &trace));
+  p.AddStage(std::make_unique<TwoWayStage>("redact", &trace));
+  CallContext call;
+  mcp::Notification progress{"notifications/progress", json{{"progress", 1}}};
+  EXPECT_TRUE(p.Streamed(call, progress));
+  EXPECT_EQ((*progress.params)["seen"], json({"redact", "identity"}));
+
+  Pipeline dropping;
+  dropping.AddStage(std::make_unique<TwoWayStage>("identity", &trace));
+  dropping.AddStage(std::make_unique<TwoWayStage>("redact", &trace, StageOutcome::Continue(), true));
+  trace.clear();
+  mcp::Notification other{"notifications/progress", json{{"progress", 2}}};
+  EXPECT_FALSE(dropping.Streamed(call, other));
+  EXPECT_EQ(trace, (std::vector<std::string>{"redact streamed"})) << "nothing after a drop";
+}
+
+struct CounterState {
+  int count = 0;
+};
+struct NameState {
+  std::string name;
+};
+
+TEST(CallStateTest, OneObjectPerTypeCreatedOnFirstUseAndMovedWithTheCall) {
+  CallContext call;
+  EXPECT_EQ(call.state.Find<CounterState>(), nullptr);
+  call.state.Get<CounterState>().count += 2;
+  call.state.Get<CounterState>().count += 3;
+  call.state.Get<NameState>().name = "approval";
+  ASSERT_NE(call.state.Find<CounterState>(), nullptr);
+  EXPECT_EQ(call.state.Find<CounterState>()->count, 5);
+  CallContext moved = std::move(call);
+  ASSERT_NE(moved.state.Find<NameState>(), nullptr);
+  EXPECT_EQ(moved.state.Find<NameState>()->name, "approval");
+}
+
+TEST(CallResultTest, TextIsTheTextOfEachKindOfResult) {
+  EXPECT_EQ(CallResult::FromText("hello", false).Text(), "hello");
+  CallResult resource;
+  resource.value = {{"contents", {{{"uri", "a://b"}, {"text", "one"}}, {{"uri", "a://c"}, {"blob", "AA=="}}}}};
+  EXPECT_EQ(resource.Text(), "one");
+  CallResult prompt;
+  prompt.value = {{"messages", {{{"role", "user"}, {"content", {{"type", "text"}, {"text", "hi"}}}}}}};
+  EXPECT_EQ(prompt.Text(), "hi");
+  EXPECT_EQ(CallResult::FromError(-32002, "no such resource").Text(), "no such resource");
+  CallResult other;
+  other.value = {{"completion", {{"values", {"x"}}}}};
+  EXPECT_EQ(other.Text(), R"({"completion":{"values":["x"]}})");
+  EXPECT_TRUE(CallResult::FromError(-32002, "x").rpc_error);
+  EXPECT_TRUE(CallResult::FromText("bad", true).value["isError"].get<bool>());
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ class FakeExecute : public Stage {
   std::string_view name() const override { return "execute"; }
   StageOutcome Run(CallContext& call) override {
     ++runs;
-    call.result = ToolResult{{{"content", nlohmann::json::array()}}, "ran " + call.tool, false};
+    call.result = CallResult::FromText("ran " + call.tool, false);
     return StageOutcome::Continue();
   }
   int runs = 0;
@@ -182,7 +182,7 @@ TEST(StandardPipeline, ChainsTheStagesInTheArchitecturesOrder) {
   KillSwitches kills;
   BuiltinTools tools = BuiltinTools::Default();
   auto log = OpenAudit(dir.File("a.db"));
-  auto p = BuildStandardPipeline({&holder, &kills, &tools, log.get(), {}});
+  auto p = BuildPipeline(StageServices{&holder, &kills, &tools, log.get(), {}});
   EXPECT_EQ(p->StageNames(),
             (std::vector<std::string>{"identity", "kill_switches", "policy", "arguments", "execute",
                                       "audit"}));
@@ -214,14 +214,14 @@ std::vector<std::string> StrictThenPlainReasons(const BuiltinTools& tools) {
   policy::PolicyHolder holder(PolicyFromText(kStrictOrDefaultPolicy));
   KillSwitches kills;
   auto log = OpenAudit(dir.File("a.db"));
-  auto p = BuildStandardPipeline({&holder, &kills, &tools, log.get(), {"", "alice", "", ""}});
+  auto p = BuildPipeline(StageServices{&holder, &kills, &tools, log.get(), {"", "alice", "", ""}});
   for (const char* command : {"echo strict", "echo plain"}) {
     CallContext call;
     call.tool = "sandbox__exec";
     call.arguments = {{"command", command}};
     EXPECT_EQ(p->Run(call).result, StageResult::kContinue) << call.verdict.reason;
     if (call.result) {
-      EXPECT_EQ(call.result->mcp_result["structuredContent"]["stdout"],
+      EXPECT_EQ(call.result->value["structuredContent"]["stdout"],
                 std::string(command).substr(5) + "\n");
     }
   }

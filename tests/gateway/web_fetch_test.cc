@@ -162,27 +162,27 @@ class WebFetch : public ::testing::Test {
   }
 
   // Fetches with `allow` as the policy's egress.allow; checks the result against the schema.
-  ToolResult Fetch(const json& arguments, std::vector<std::string> allow,
+  CallResult Fetch(const json& arguments, std::vector<std::string> allow,
                    std::shared_ptr<CancelToken> cancel = nullptr) {
     auto request = ParseFetchArguments(arguments);
     EXPECT_TRUE(request.ok()) << request.status().message();
     if (!request.ok()) return {};
-    ToolResult r = RunWebFetch(*request, FetchEgress{.allow = &allow}, cancel);
-    EXPECT_EQ(SchemaViolation(r.mcp_result["structuredContent"],
+    CallResult r = RunWebFetch(*request, FetchEgress{.allow = &allow}, cancel);
+    EXPECT_EQ(SchemaViolation(r.value["structuredContent"],
                               WebFetchDefinition()["outputSchema"], "structuredContent"),
               "");
-    EXPECT_EQ(r.mcp_result["isError"], r.is_error);
-    EXPECT_EQ(r.mcp_result["content"][0]["text"], r.text);
+    EXPECT_EQ(r.value["isError"], r.is_error);
+    EXPECT_EQ(r.value["content"][0]["text"], r.Text());
     return r;
   }
-  static const json& S(const ToolResult& r) { return r.mcp_result["structuredContent"]; }
+  static const json& S(const CallResult& r) { return r.value["structuredContent"]; }
 
   TestServer server_;
 };
 
 TEST_F(WebFetch, FetchesAnAllowedLoopbackServerNamedByItsAddress) {
-  ToolResult r = Fetch({{"url", server_.Url("/text")}}, {server_.AllowEntry()});
-  ASSERT_FALSE(r.is_error) << r.text;
+  CallResult r = Fetch({{"url", server_.Url("/text")}}, {server_.AllowEntry()});
+  ASSERT_FALSE(r.is_error) << r.Text();
   EXPECT_EQ(S(r)["status"], 200);
   EXPECT_EQ(S(r)["body"], "hello from the test server\n");
   EXPECT_EQ(S(r)["content_type"], "text/plain; charset=utf-8");
@@ -196,21 +196,21 @@ TEST_F(WebFetch, FetchesAnAllowedLoopbackServerNamedByItsAddress) {
   EXPECT_EQ(d["port"], server_.port());
   EXPECT_EQ(d["address"], "127.0.0.1");
   EXPECT_EQ(d["reason"], server_.AllowEntry());
-  EXPECT_NE(r.text.find("HTTP 200"), std::string::npos) << r.text;
-  EXPECT_NE(r.text.find("hello from the test server"), std::string::npos) << r.text;
+  EXPECT_NE(r.Text().find("HTTP 200"), std::string::npos) << r.Text();
+  EXPECT_NE(r.Text().find("hello from the test server"), std::string::npos) << r.Text();
 }
 
 TEST_F(WebFetch, SendsTheHostHeaderWithTheNonDefaultPort) {
-  ToolResult r = Fetch({{"url", server_.Url("/echo-host")}}, {server_.AllowEntry()});
-  EXPECT_EQ(S(r)["body"], "127.0.0.1:" + std::to_string(server_.port())) << r.text;
+  CallResult r = Fetch({{"url", server_.Url("/echo-host")}}, {server_.AllowEntry()});
+  EXPECT_EQ(S(r)["body"], "127.0.0.1:" + std::to_string(server_.port())) << r.Text();
 }
 
 TEST_F(WebFetch, HostNotOnTheAllowListIsRefusedBeforeAnyConnection) {
-  ToolResult r = Fetch({{"url", "http://not-allowed.example/"}}, {server_.AllowEntry()});
+  CallResult r = Fetch({{"url", "http://not-allowed.example/"}}, {server_.AllowEntry()});
   EXPECT_TRUE(r.is_error);
-  EXPECT_NE(r.text.find("not-allowed.example is not on the allow-list"), std::string::npos)
-      << r.text;
-  EXPECT_NE(r.text.find("egress.allow"), std::string::npos) << r.text;
+  EXPECT_NE(r.Text().find("not-allowed.example is not on the allow-list"), std::string::npos)
+      << r.Text();
+  EXPECT_NE(r.Text().find("egress.allow"), std::string::npos) << r.Text();
   ASSERT_EQ(S(r)["egress"].size(), 1u);
   EXPECT_EQ(S(r)["egress"][0]["allowed"], false);
   EXPECT_EQ(S(r)["egress"][0]["address"], "");
@@ -218,28 +218,28 @@ TEST_F(WebFetch, HostNotOnTheAllowListIsRefusedBeforeAnyConnection) {
 }
 
 TEST_F(WebFetch, PortNotOnTheAllowListIsRefused) {
-  ToolResult r = Fetch({{"url", "http://127.0.0.1:" + std::to_string(server_.port() + 1) + "/"}},
+  CallResult r = Fetch({{"url", "http://127.0.0.1:" + std::to_string(server_.port() + 1) + "/"}},
                        {server_.AllowEntry()});
   EXPECT_TRUE(r.is_error);
-  EXPECT_NE(r.text.find("port"), std::string::npos) << r.text;
+  EXPECT_NE(r.Text().find("port"), std::string::npos) << r.Text();
 }
 
 TEST_F(WebFetch, NoPolicyMeansEveryHostIsRefused) {
   auto request = ParseFetchArguments({{"url", server_.Url("/text")}});
-  ToolResult r = RunWebFetch(*request, FetchEgress{}, nullptr);
+  CallResult r = RunWebFetch(*request, FetchEgress{}, nullptr);
   EXPECT_TRUE(r.is_error);
-  EXPECT_NE(r.text.find("no egress allow-list is in force"), std::string::npos) << r.text;
-  EXPECT_NE(r.text.find("\"127.0.0.1:" + std::to_string(server_.port()) + "\""), std::string::npos)
-      << "the message says what to allow: " << r.text;
+  EXPECT_NE(r.Text().find("no egress allow-list is in force"), std::string::npos) << r.Text();
+  EXPECT_NE(r.Text().find("\"127.0.0.1:" + std::to_string(server_.port()) + "\""), std::string::npos)
+      << "the message says what to allow: " << r.Text();
 }
 
 // The attack: an allowed name that resolves to loopback. Only an entry naming the address
 // itself reaches loopback.
 TEST_F(WebFetch, LoopbackThroughANameNotAllowedLiterallyIsRefused) {
   std::string port = std::to_string(server_.port());
-  ToolResult r = Fetch({{"url", "http://localhost:" + port + "/text"}}, {"localhost:" + port});
+  CallResult r = Fetch({{"url", "http://localhost:" + port + "/text"}}, {"localhost:" + port});
   EXPECT_TRUE(r.is_error);
-  EXPECT_NE(r.text.find("loopback"), std::string::npos) << r.text;
+  EXPECT_NE(r.Text().find("loopback"), std::string::npos) << r.Text();
   EXPECT_EQ(S(r)["body"], "");
   ASSERT_FALSE(S(r)["egress"].empty());
   for (const json& d : S(r)["egress"]) {
@@ -250,26 +250,26 @@ TEST_F(WebFetch, LoopbackThroughANameNotAllowedLiterallyIsRefused) {
 
 TEST_F(WebFetch, OtherSpellingsOfTheAllowedAddressMeanTheSameAddress) {
   // 127.1 is 127.0.0.1 (inet_aton): the same address, the same decision.
-  ToolResult r = Fetch({{"url", "http://127.1:" + std::to_string(server_.port()) + "/text"}},
+  CallResult r = Fetch({{"url", "http://127.1:" + std::to_string(server_.port()) + "/text"}},
                        {server_.AllowEntry()});
-  EXPECT_FALSE(r.is_error) << r.text;
+  EXPECT_FALSE(r.is_error) << r.Text();
   EXPECT_EQ(S(r)["final_url"], server_.Url("/text"));
 }
 
 TEST_F(WebFetch, FollowsRedirects) {
-  ToolResult r = Fetch({{"url", server_.Url("/redirect?to=/text")}}, {server_.AllowEntry()});
-  ASSERT_FALSE(r.is_error) << r.text;
+  CallResult r = Fetch({{"url", server_.Url("/redirect?to=/text")}}, {server_.AllowEntry()});
+  ASSERT_FALSE(r.is_error) << r.Text();
   EXPECT_EQ(S(r)["final_url"], server_.Url("/text"));
   EXPECT_EQ(S(r)["url"], server_.Url("/redirect?to=/text"));
   EXPECT_EQ(S(r)["egress"].size(), 2u);
-  ToolResult five = Fetch({{"url", server_.Url("/chain?n=5")}}, {server_.AllowEntry()});
-  EXPECT_EQ(S(five)["body"], "end of chain\n") << five.text;
+  CallResult five = Fetch({{"url", server_.Url("/chain?n=5")}}, {server_.AllowEntry()});
+  EXPECT_EQ(S(five)["body"], "end of chain\n") << five.Text();
 }
 
 TEST_F(WebFetch, MoreThanFiveRedirectsFail) {
-  ToolResult r = Fetch({{"url", server_.Url("/chain?n=6")}}, {server_.AllowEntry()});
+  CallResult r = Fetch({{"url", server_.Url("/chain?n=6")}}, {server_.AllowEntry()});
   EXPECT_TRUE(r.is_error);
-  EXPECT_NE(r.text.find("more than 5 redirects"), std::string::npos) << r.text;
+  EXPECT_NE(r.Text().find("more than 5 redirects"), std::string::npos) << r.Text();
 }
 
 // The attack: an allowed server redirects to the cloud metadata service.
@@ -277,7 +277,7 @@ TEST_F(WebFetch, RedirectToTheMetadataAddressIsRefused) {
   for (const char* target : {"http://169.254.169.254/latest/meta-data/",
                              "http://2852039166/latest/meta-data/",  // the same, as one number
                              "http://[::ffff:169.254.169.254]/"}) {
-    ToolResult r = Fetch({{"url", server_.Url(std::string("/redirect?to=") + target)}},
+    CallResult r = Fetch({{"url", server_.Url(std::string("/redirect?to=") + target)}},
                          {server_.AllowEntry()});
     EXPECT_TRUE(r.is_error) << target;
     ASSERT_EQ(S(r)["egress"].size(), 2u) << S(r).dump();
@@ -291,10 +291,10 @@ TEST_F(WebFetch, RedirectToTheMetadataAddressIsRefused) {
 // address guard runs on every hop, not only the first. (The literal entry 127.0.0.1:PORT lifts
 // the guard for that address and port only, whatever name led there: port 80 stays refused.)
 TEST_F(WebFetch, RedirectToAnAllowedNameResolvingToLoopbackIsRefused) {
-  ToolResult r = Fetch({{"url", server_.Url("/redirect?to=http://localhost/text")}},
+  CallResult r = Fetch({{"url", server_.Url("/redirect?to=http://localhost/text")}},
                        {server_.AllowEntry(), "localhost"});
   EXPECT_TRUE(r.is_error);
-  EXPECT_NE(r.text.find("loopback"), std::string::npos) << r.text;
+  EXPECT_NE(r.Text().find("loopback"), std::string::npos) << r.Text();
   ASSERT_GE(S(r)["egress"].size(), 2u);
   EXPECT_EQ(S(r)["egress"][0]["allowed"], true);
   const json& last = S(r)["egress"].back();
@@ -304,25 +304,25 @@ TEST_F(WebFetch, RedirectToAnAllowedNameResolvingToLoopbackIsRefused) {
 }
 
 TEST_F(WebFetch, BodyIsCutAtMaxBytes) {
-  ToolResult r =
+  CallResult r =
       Fetch({{"url", server_.Url("/big?n=50000")}, {"max_bytes", 1000}}, {server_.AllowEntry()});
-  ASSERT_FALSE(r.is_error) << r.text;
+  ASSERT_FALSE(r.is_error) << r.Text();
   EXPECT_EQ(S(r)["body"], std::string(1000, 'a'));
   EXPECT_EQ(S(r)["truncated"], true);
   EXPECT_EQ(S(r)["bytes"], 1000);
-  EXPECT_NE(r.text.find("cut at 1000 bytes"), std::string::npos) << r.text.substr(0, 200);
-  ToolResult whole =
+  EXPECT_NE(r.Text().find("cut at 1000 bytes"), std::string::npos) << r.Text().substr(0, 200);
+  CallResult whole =
       Fetch({{"url", server_.Url("/big?n=1000")}, {"max_bytes", 1000}}, {server_.AllowEntry()});
   EXPECT_EQ(S(whole)["truncated"], false);
 }
 
 TEST_F(WebFetch, TimeoutEndsTheFetch) {
   auto start = std::chrono::steady_clock::now();
-  ToolResult r =
+  CallResult r =
       Fetch({{"url", server_.Url("/slow?s=5")}, {"timeout_s", 0.5}}, {server_.AllowEntry()});
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
   EXPECT_TRUE(r.is_error);
-  EXPECT_NE(r.text.find("timed out"), std::string::npos) << r.text;
+  EXPECT_NE(r.Text().find("timed out"), std::string::npos) << r.Text();
   EXPECT_NE(S(r)["error"].get<std::string>().find("limit 500 ms"), std::string::npos);
 }
 
@@ -333,41 +333,41 @@ TEST_F(WebFetch, CancelFromAnotherThreadEndsTheFetch) {
     cancel->Cancel("session closed");
   });
   auto start = std::chrono::steady_clock::now();
-  ToolResult r = Fetch({{"url", server_.Url("/slow?s=10")}}, {server_.AllowEntry()}, cancel);
+  CallResult r = Fetch({{"url", server_.Url("/slow?s=10")}}, {server_.AllowEntry()}, cancel);
   canceller.join();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
   EXPECT_TRUE(r.is_error);
-  EXPECT_NE(r.text.find("cancelled (session closed)"), std::string::npos) << r.text;
+  EXPECT_NE(r.Text().find("cancelled (session closed)"), std::string::npos) << r.Text();
 }
 
 TEST_F(WebFetch, NotFoundIsAnErrorWithTheBody) {
-  ToolResult r = Fetch({{"url", server_.Url("/missing")}}, {server_.AllowEntry()});
+  CallResult r = Fetch({{"url", server_.Url("/missing")}}, {server_.AllowEntry()});
   EXPECT_TRUE(r.is_error);
   EXPECT_EQ(S(r)["status"], 404);
   EXPECT_EQ(S(r)["body"], "no such page\n");
-  EXPECT_NE(r.text.find("HTTP 404"), std::string::npos) << r.text;
+  EXPECT_NE(r.Text().find("HTTP 404"), std::string::npos) << r.Text();
 }
 
 TEST_F(WebFetch, NonTextContentIsDescribedNotReturned) {
-  ToolResult r = Fetch({{"url", server_.Url("/binary")}}, {server_.AllowEntry()});
-  EXPECT_FALSE(r.is_error) << r.text;
+  CallResult r = Fetch({{"url", server_.Url("/binary")}}, {server_.AllowEntry()});
+  EXPECT_FALSE(r.is_error) << r.Text();
   EXPECT_EQ(S(r)["body"], "");
   EXPECT_EQ(S(r)["content_type"], "image/png");
   EXPECT_EQ(S(r)["bytes"], 10);
-  EXPECT_NE(r.text.find("non-text content, not shown"), std::string::npos) << r.text;
+  EXPECT_NE(r.Text().find("non-text content, not shown"), std::string::npos) << r.Text();
 }
 
 TEST_F(WebFetch, Latin1TextIsReturnedAsUtf8) {
-  ToolResult r = Fetch({{"url", server_.Url("/latin1")}}, {server_.AllowEntry()});
+  CallResult r = Fetch({{"url", server_.Url("/latin1")}}, {server_.AllowEntry()});
   EXPECT_EQ(S(r)["body"], "caf\xC3\xA9\n");
 }
 
 TEST_F(WebFetch, ConnectionRefusedIsAnError) {
   // A port nothing listens on (the server's port + 1 is very likely free: checked by connect).
   std::string entry = "127.0.0.1:" + std::to_string(server_.port() + 1);
-  ToolResult r = Fetch({{"url", "http://" + entry + "/"}}, {entry});
+  CallResult r = Fetch({{"url", "http://" + entry + "/"}}, {entry});
   EXPECT_TRUE(r.is_error);
-  EXPECT_NE(r.text.find("connecting to 127.0.0.1"), std::string::npos) << r.text;
+  EXPECT_NE(r.Text().find("connecting to 127.0.0.1"), std::string::npos) << r.Text();
   EXPECT_EQ(S(r)["egress"][0]["allowed"], true);
 }
 
@@ -375,9 +375,9 @@ TEST_F(WebFetch, BadUrlsAreErrorResults) {
   for (const char* url :
        {"ftp://127.0.0.1/", "http://user:pw@127.0.0.1/", "http:///x", "http://127.0.0.1:99999/",
         "http://a b/", "file:///etc/passwd", "http://1.2.3.4.5/"}) {
-    ToolResult r = Fetch({{"url", url}}, {server_.AllowEntry()});
+    CallResult r = Fetch({{"url", url}}, {server_.AllowEntry()});
     EXPECT_TRUE(r.is_error) << url;
-    EXPECT_NE(r.text.find("bad url"), std::string::npos) << url << ": " << r.text;
+    EXPECT_NE(r.Text().find("bad url"), std::string::npos) << url << ": " << r.Text();
     EXPECT_TRUE(S(r)["egress"].empty()) << url;
   }
 }
@@ -397,11 +397,11 @@ TEST(WebFetchTls, SelfSignedCertificateIsRefused) {
   ASSERT_NE(server.port(), 0);
   std::vector<std::string> allow{server.AllowEntry()};
   auto request = ParseFetchArguments({{"url", server.Url("/text", "https")}});
-  ToolResult r = RunWebFetch(*request, FetchEgress{.allow = &allow}, nullptr);
+  CallResult r = RunWebFetch(*request, FetchEgress{.allow = &allow}, nullptr);
   EXPECT_TRUE(r.is_error);
-  EXPECT_NE(r.text.find("TLS handshake"), std::string::npos) << r.text;
-  EXPECT_NE(r.text.find("certificate"), std::string::npos) << r.text;
-  EXPECT_EQ(r.mcp_result["structuredContent"]["body"], "");
+  EXPECT_NE(r.Text().find("TLS handshake"), std::string::npos) << r.Text();
+  EXPECT_NE(r.Text().find("certificate"), std::string::npos) << r.Text();
+  EXPECT_EQ(r.value["structuredContent"]["body"], "");
 }
 
 TEST(FetchArguments, AcceptsUrlWithOptionalLimitsAndCapsThem) {

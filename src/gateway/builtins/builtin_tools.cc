@@ -562,15 +562,11 @@ json BaseRecord(int exit_code, const std::string& reason) {
           {"stderr_truncated", false}};
 }
 
-ToolResult SetupFailure(const std::string& error) {
-  ToolResult r;
-  r.is_error = true;
-  r.text = "sandbox__exec could not run: " + error;
+CallResult SetupFailure(const std::string& error) {
+  CallResult r = CallResult::FromText("sandbox__exec could not run: " + error, true);
   json structured = BaseRecord(125, "setup_error");
   structured["error"] = error;
-  r.mcp_result = {{"content", json::array({{{"type", "text"}, {"text", r.text}}})},
-                  {"structuredContent", std::move(structured)},
-                  {"isError", true}};
+  r.value["structuredContent"] = std::move(structured);
   return r;
 }
 
@@ -663,7 +659,7 @@ std::optional<json> RunPooledExec(const ExecPool& pool, const ExecRequest& reque
 
 }  // namespace
 
-ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& profile,
+CallResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& profile,
                           const std::shared_ptr<CancelToken>& cancel, const ExecPool* pool) {
   sandbox::Options o = profile;
   o.argv = request.argv;
@@ -743,16 +739,15 @@ ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
   std::string stderr_text = ReadBack(err->get(), cap);
   std::string reason = record.value("reason", std::string("setup_error"));
 
-  ToolResult r;
-  r.is_error = run.exit_code != 0;
-  r.text = stdout_text;
+  const bool failed = run.exit_code != 0;
+  std::string text = stdout_text;
   if (!stderr_text.empty())
-    r.text += (r.text.empty() || r.text.back() == '\n' ? "" : "\n") + std::string("[stderr]\n") +
-              stderr_text;
-  if (r.is_error) {
-    r.text += (r.text.empty() || r.text.back() == '\n' ? "" : "\n") + std::string("[exit code ") +
-              std::to_string(run.exit_code) + ", " + reason + "]";
-    if (!run.error.empty()) r.text += " " + run.error;
+    text += (text.empty() || text.back() == '\n' ? "" : "\n") + std::string("[stderr]\n") +
+            stderr_text;
+  if (failed) {
+    text += (text.empty() || text.back() == '\n' ? "" : "\n") + std::string("[exit code ") +
+            std::to_string(run.exit_code) + ", " + reason + "]";
+    if (!run.error.empty()) text += " " + run.error;
   }
   json structured = {{"exit_code", run.exit_code},
                      {"reason", reason},
@@ -763,14 +758,13 @@ ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
                      {"stderr_truncated", run.stderr_truncated}};
   if (!run.error.empty()) structured["error"] = run.error;
   if (collected) {
-    DescribeOutputs(*collected, r.text);
+    DescribeOutputs(*collected, text);
     structured["outputs"] = std::move(collected->files);
     structured["outputs_skipped"] = std::move(collected->skipped);
   }
+  CallResult r = CallResult::FromText(std::move(text), failed);
+  r.value["structuredContent"] = std::move(structured);
   if (pooled) r.execution = "pre-warmed pool";
-  r.mcp_result = {{"content", json::array({{{"type", "text"}, {"text", r.text}}})},
-                  {"structuredContent", std::move(structured)},
-                  {"isError", r.is_error}};
   return r;
 }
 
@@ -779,7 +773,7 @@ BuiltinTools BuiltinTools::Default(const ExecPoolSlot* pools) {
   tools.Add({.name = "sandbox__exec",
              .server = "sandbox",
              .definition = SandboxExecDefinition(),
-             .run = [pools](const json& arguments, const ToolEnv& env) -> Result<ToolResult> {
+             .run = [pools](const json& arguments, const ToolEnv& env) -> Result<CallResult> {
                auto request = ParseExecArguments(arguments);
                if (!request) return request.status();
                // Held to the end of the call: a reload may replace the pool meanwhile.
@@ -789,7 +783,7 @@ BuiltinTools BuiltinTools::Default(const ExecPoolSlot* pools) {
   tools.Add({.name = "web__fetch",
              .server = "web",
              .definition = WebFetchDefinition(),
-             .run = [](const json& arguments, const ToolEnv& env) -> Result<ToolResult> {
+             .run = [](const json& arguments, const ToolEnv& env) -> Result<CallResult> {
                auto request = ParseFetchArguments(arguments);
                if (!request) return request.status();
                FetchEgress egress{.allow = env.policy ? &env.policy->egress_allow : nullptr};

@@ -82,9 +82,9 @@ Result<ExecRequest> ParseExecArguments(const nlohmann::json& arguments);
 //
 // `pool`, when set and serving `profile` (ExecPool::Serves), runs the call in a pre-warmed
 // sandbox whose own workspace gets the files before the command starts; the result is the same
-// (ToolResult::execution says "pre-warmed pool"). When the pool cannot take the call (not
+// (CallResult::execution says "pre-warmed pool"). When the pool cannot take the call (not
 // running, refused), it runs cold.
-ToolResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& profile,
+CallResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& profile,
                           const std::shared_ptr<CancelToken>& cancel = nullptr,
                           const ExecPool* pool = nullptr);
 
@@ -101,7 +101,7 @@ struct BuiltinTool {
   std::string server;         // the built-in "server" policy rules match: sandbox
   nlohmann::json definition;  // for tools/list
   // Runs the tool; an error Status means the arguments were refused (JSON-RPC -32602).
-  std::function<Result<ToolResult>(const nlohmann::json& arguments, const ToolEnv& env)> run;
+  std::function<Result<CallResult>(const nlohmann::json& arguments, const ToolEnv& env)> run;
 };
 
 class BuiltinTools {

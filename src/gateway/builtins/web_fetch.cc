@@ -714,15 +714,16 @@ struct Outcome {
   std::vector<EgressDecision> egress;
 };
 
-ToolResult BuildResult(const Outcome& o, uint64_t max_bytes) {
+CallResult BuildResult(const Outcome& o, uint64_t max_bytes) {
   const HopResponse& r = o.response;
   std::string body = o.text ? BodyText(r.body, Charset(r.content_type)) : "";
   std::string content_type = egress::Printable(r.content_type);
-  ToolResult result;
+  std::string text;
+  bool is_error;
   if (o.failure) {
     const char* what = o.failure->kind == Failure::Kind::kRefused ? "refused" : "failed";
-    result.text = "web__fetch " + std::string(what) + ": " + o.failure->message;
-    result.is_error = true;
+    text = "web__fetch " + std::string(what) + ": " + o.failure->message;
+    is_error = true;
   } else {
     std::string head = "HTTP " + std::to_string(r.status) + " from " + o.final_url;
     if (!content_type.empty()) head += " (" + content_type + ")";
@@ -733,8 +734,8 @@ ToolResult BuildResult(const Outcome& o, uint64_t max_bytes) {
     } else if (r.truncated) {
       head += ", body cut at " + std::to_string(max_bytes) + " bytes";
     }
-    result.text = head + (o.text ? "\n\n" + body : "");
-    result.is_error = r.status >= 400;
+    text = head + (o.text ? "\n\n" + body : "");
+    is_error = r.status >= 400;
   }
   json egress = json::array();
   for (const EgressDecision& d : o.egress) egress.push_back(d.ToJson());
@@ -746,9 +747,8 @@ ToolResult BuildResult(const Outcome& o, uint64_t max_bytes) {
     structured["error"] = o.failure->message;
   else if (r.status >= 400)
     structured["error"] = "HTTP status " + std::to_string(r.status);
-  result.mcp_result = {{"content", json::array({{{"type", "text"}, {"text", result.text}}})},
-                       {"structuredContent", std::move(structured)},
-                       {"isError", result.is_error}};
+  CallResult result = CallResult::FromText(std::move(text), is_error);
+  result.value["structuredContent"] = std::move(structured);
   return result;
 }
 
@@ -822,7 +822,7 @@ bool IsValidUtf8(std::string_view bytes) {
   return true;
 }
 
-ToolResult RunWebFetch(const FetchRequest& request, const FetchEgress& egress,
+CallResult RunWebFetch(const FetchRequest& request, const FetchEgress& egress,
                        const std::shared_ptr<CancelToken>& cancel) {
   // Declared before the io_context: a hop left pending by a cancel is destroyed with the
   // io_context, before the TLS context it was built from.

@@ -57,7 +57,7 @@ struct FetchEgress {
 // status >= 400 are results with isError and a text saying why. structuredContent holds
 // {url, final_url, status, content_type, body, truncated, bytes, egress: [decision per hop]
 // [, error]} (see WebFetchOutputSchema). `cancel`, when set, ends the fetch at once.
-ToolResult RunWebFetch(const FetchRequest& request, const FetchEgress& egress,
+CallResult RunWebFetch(const FetchRequest& request, const FetchEgress& egress,
                        const std::shared_ptr<CancelToken>& cancel);
 
 // Whether `bytes` is well-formed UTF-8 (no overlong forms, surrogates or code points above

@@ -16,6 +16,56 @@ std::string_view StageResultName(StageResult result) {
   return "deny";
 }
 
+CallResult CallResult::FromText(std::string text, bool is_error) {
+  CallResult r;
+  r.value = {{"content", nlohmann::json::array({{{"type", "text"}, {"text", std::move(text)}}})},
+             {"isError", is_error}};
+  r.is_error = is_error;
+  return r;
+}
+
+CallResult CallResult::FromError(int code, std::string message, nlohmann::json data) {
+  CallResult r;
+  r.value = {{"code", code}, {"message", std::move(message)}};
+  if (!data.is_null()) r.value["data"] = std::move(data);
+  r.is_error = true;
+  r.rpc_error = true;
+  return r;
+}
+
+namespace {
+
+// Appends the `text` member of each object in `parts` that has a string one (a content list).
+void AppendTexts(const nlohmann::json& parts, std::string& out) {
+  if (!parts.is_array()) return;
+  for (const nlohmann::json& part : parts) {
+    if (!part.is_object()) continue;
+    auto text = part.find("text");
+    if (text == part.end() || !text->is_string()) continue;
+    if (!out.empty()) out += "\n";
+    out += text->get_ref<const std::string&>();
+  }
+}
+
+}  // namespace
+
+std::string CallResult::Text() const {
+  std::string text;
+  if (rpc_error && value.is_object() && value.contains("message") && value["message"].is_string())
+    return value["message"].get<std::string>();
+  if (value.is_object()) {
+    if (auto it = value.find("content"); it != value.end()) AppendTexts(*it, text);
+    if (auto it = value.find("contents"); it != value.end()) AppendTexts(*it, text);
+    if (auto it = value.find("messages"); it != value.end() && it->is_array()) {
+      for (const nlohmann::json& m : *it) {
+        if (m.is_object() && m.contains("content")) AppendTexts(nlohmann::json::array({m["content"]}), text);
+      }
+    }
+  }
+  if (text.empty()) text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return text;
+}
+
 void Pipeline::AddStage(std::unique_ptr<Stage> stage) {
   StageStats stats{.name = std::string(stage->name())};
   stages_.push_back({std::move(stage), std::move(stats)});
@@ -85,9 +135,42 @@ void Pipeline::Step(CallContext& call, std::size_t next, Done done) {
       });
       return;
     }
-    if (!Settle(call, i, std::move(outcome), started, std::nullopt)) break;
+    if (!Settle(call, i, std::move(outcome), started, std::nullopt)) {
+      Finish(call, done);
+      return;
+    }
   }
+  Respond(call);
   Finish(call, done);
+}
+
+void Pipeline::Respond(CallContext& call) {
+  if (!call.result) return;
+  for (std::size_t i = stages_.size(); i-- > 0;) {
+    Entry& entry = stages_[i];
+    const Clock::time_point started = Clock::now();
+    StageOutcome outcome = entry.stage->OnResult(call);
+    if (outcome.result == StageResult::kPause)
+      outcome = StageOutcome::Deny(Refusal::kInternal, "a stage paused on the response path");
+    {
+      std::lock_guard lock(stats_mu_);
+      entry.stats.time += Clock::now() - started;
+      ++entry.stats.results;
+      if (outcome.result == StageResult::kDeny) ++entry.stats.results_denied;
+    }
+    if (outcome.result == StageResult::kDeny) {
+      call.verdict = std::move(outcome);
+      call.verdict_stage = std::string(entry.stage->name());
+      return;
+    }
+  }
+}
+
+bool Pipeline::Streamed(CallContext& call, mcp::Notification& message) {
+  for (std::size_t i = stages_.size(); i-- > 0;) {
+    if (!stages_[i].stage->OnStreamed(call, message)) return false;
+  }
+  return true;
 }
 
 bool Pipeline::Settle(CallContext& call, std::size_t index, StageOutcome outcome,

@@ -1,23 +1,33 @@
-// The per-call pipeline: an ordered chain of small stages that every tool call passes through
-// (ARCHITECTURE.md section 2). Each stage continues, denies with a reason that names the rule, or
-// pauses: the execute stage parks a forwarded call until its upstream answers (Park, below), and
-// the approval stage will park a call until a person decides. New behaviour is a new stage,
-// never an `if` in the middle of the core. Contract: docs/gateway.md.
+// The per-call pipeline: an ordered chain of small stages that every request a session serves
+// passes through (ARCHITECTURE.md section 2): tools/call, and the requests forwarded to an
+// upstream (resources/read, prompts/get, completion/complete, subscriptions, logging/setLevel)
+// or relayed from one to the client (sampling, elicitation, roots). On the way in each stage
+// continues, denies with a reason that names the rule, or pauses: the execute stage parks a
+// forwarded call until its upstream answers (Park, below), and the approval stage will park a
+// call until a person decides. On the way back every stage that let the call through sees its
+// result, last stage first, and may rewrite it (redact) or refuse it; messages that belong to the
+// call and go out before its result (progress) pass through the stages too. New behaviour is a
+// new stage (stages/chain.cc declares the order), never an `if` in the middle of the core; what
+// a stage keeps per call lives in CallContext::state, not in a new field. Contract:
+// docs/gateway.md ("The pipeline").
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <typeindex>
 #include <vector>
 
 #include "common/status.h"
+#include "mcp/jsonrpc.h"
 #include "policy/policy.h"
 
 namespace warden::gateway {
@@ -36,20 +46,76 @@ struct StageOutcome {
   Refusal refusal = Refusal::kNone;  // set when result is kDeny
   std::string reason;                // one line for the agent and the audit log
   std::string rule;                  // the policy rule or switch behind a denial, or ""
+  // The decision the audit log records when this outcome ends the call ("ask" for a call the
+  // policy sends to a person); "" lets the audit stage derive it (allow, deny, error).
+  std::string decision;
 
   static StageOutcome Continue() { return {}; }
   static StageOutcome Deny(Refusal refusal, std::string reason, std::string rule = "") {
-    return {StageResult::kDeny, refusal, std::move(reason), std::move(rule)};
+    return {StageResult::kDeny, refusal, std::move(reason), std::move(rule), ""};
   }
 };
 
-// What an executed tool returned: the MCP CallToolResult to send back, plus the text the audit
-// log summarises (never the whole result: audit keeps size, hash and a redacted excerpt).
-struct ToolResult {
-  nlohmann::json mcp_result;  // {content: [...], structuredContent?: {...}, isError?: bool}
-  std::string text;           // the result's text content, for the audit summary
-  bool is_error = false;
-  std::string execution;  // how the tool ran, when it knows more than the stage ("pre-warmed pool")
+// What a request returned, held once: the method's result exactly as the client will receive it
+// (a CallToolResult for tools/call, a ReadResourceResult for resources/read, a GetPromptResult,
+// a CompleteResult, the client's answer to a relayed sampling request), or the JSON-RPC error the
+// upstream answered with. Stages on the response path rewrite `value` in place; nothing else
+// holds a copy, so what they leave is what goes back (and what the audit log summarises).
+struct CallResult {
+  nlohmann::json value = nlohmann::json::object();
+  bool is_error = false;   // the CallToolResult's isError, or true for rpc_error
+  bool rpc_error = false;  // value is the JSON-RPC error object {code, message, data?}
+  std::string execution;   // how the tool ran, when it knows more than the stage ("pre-warmed pool")
+
+  // A CallToolResult with one text content.
+  static CallResult FromText(std::string text, bool is_error);
+  // An upstream's JSON-RPC error, passed on as the reply.
+  static CallResult FromError(int code, std::string message,
+                              nlohmann::json data = nlohmann::json());
+  // The text for the audit summary: the text parts of `content` (a tool's result), `contents`
+  // (a resource's) or `messages` (a prompt's), joined by newlines; an error's message; else the
+  // whole value as JSON.
+  std::string Text() const;
+};
+
+// What the stages keep per call without a field in CallContext (Envoy's FilterState): one object
+// of each type, created on first use and destroyed with the call. A stage defines its own type
+// (a struct in its .cc) and reaches it with call.state.Get<T>(); no other stage need know it.
+// Get and Find are thread-safe; the object itself is the stage's to lock when it is touched from
+// two threads (OnStreamed runs beside the call's own stages).
+class CallState {
+ public:
+  CallState() = default;
+  CallState(CallState&& other) noexcept : slots_(std::move(other.slots_)) {}
+  CallState& operator=(CallState&& other) noexcept {
+    slots_ = std::move(other.slots_);
+    return *this;
+  }
+
+  template <class T>
+  T& Get() {
+    std::lock_guard lock(mu_);
+    std::unique_ptr<Slot>& slot = slots_[std::type_index(typeid(T))];
+    if (!slot) slot = std::make_unique<Holder<T>>();
+    return static_cast<Holder<T>&>(*slot).value;
+  }
+  template <class T>
+  T* Find() {
+    std::lock_guard lock(mu_);
+    auto it = slots_.find(std::type_index(typeid(T)));
+    return it == slots_.end() ? nullptr : &static_cast<Holder<T>&>(*it->second).value;
+  }
+
+ private:
+  struct Slot {
+    virtual ~Slot() = default;
+  };
+  template <class T>
+  struct Holder final : Slot {
+    T value{};
+  };
+  std::mutex mu_;
+  std::map<std::type_index, std::unique_ptr<Slot>> slots_;
 };
 
 // Cancels one call in flight: the client sent notifications/cancelled, the session closed, or a
@@ -74,30 +140,36 @@ class CancelToken {
 
 // Everything the stages know about one call. Filled progressively: identity fills the caller,
 // policy the decision, execute the result; the pipeline fills `verdict` before the final stages.
+// What only one stage needs goes in `state`.
 struct CallContext {
   // Caller, as the identity stage established it ("" when not applicable).
   std::string tenant, user, agent, session, scope;
   // The call.
   std::string server;  // the upstream's or built-in's name (sandbox for sandbox__exec), or ""
-  std::string tool;    // the full exposed name
+  // The full exposed name of a tool; for another request, UPSTREAM__METHOD (MethodToolName):
+  // the name the policy matches.
+  std::string tool;
+  // The tool's arguments; for another request, its params.
   nlohmann::json arguments = nlohmann::json::object();
+  // The JSON-RPC method ("tools/call", "resources/read", "sampling/createMessage" ...).
+  std::string method = "tools/call";
 
   // The policy snapshot and decision the policy stage used: one call never sees two policies.
   std::shared_ptr<const policy::Policy> policy;
   std::optional<policy::Decision> decision;
-  // Set by the session when an upstream serves the tool: forwards the call (under its upstream
-  // name) and calls `done` exactly once, on any thread, with the upstream's CallToolResult, or
-  // an error Status when the upstream failed (the agent gets -32603 naming the upstream). The
-  // execute stage pauses meanwhile: no thread waits for the upstream. Unset: a built-in tool.
-  using ForwardDone = std::function<void(Result<ToolResult>)>;
+  // Set by the session when an upstream (or, for a relayed request, the client) serves the call:
+  // sends it and calls `done` exactly once, on any thread, with what came back, or an error
+  // Status when it could not be had (the agent gets -32603 naming why). The execute stage pauses
+  // meanwhile: no thread waits. Unset: a built-in tool.
+  using ForwardDone = std::function<void(Result<CallResult>)>;
   std::function<void(CallContext&, ForwardDone done)> forward;
   // The upstream's Tool object (as its tools/list gave it) when an upstream serves the call: the
   // arguments stage checks the arguments against its inputSchema. Null for built-ins.
   nlohmann::json tool_definition;
   // Set when the call can be cancelled; tools register how to stop themselves on it.
   std::shared_ptr<CancelToken> cancel;
-  // Set by the execute stage when the tool ran.
-  std::optional<ToolResult> result;
+  // Set by the execute stage when the call ran; the response path may rewrite it.
+  std::optional<CallResult> result;
   // How the execute stage ran a built-in, for the audit entry's reason ("sandbox profile
   // 'untrusted' from rule tools[3], backend gvisor"); empty for upstream tools.
   std::string execution;
@@ -111,6 +183,9 @@ struct CallContext {
   StageOutcome verdict;
   std::string verdict_stage;  // the name of the stage that denied or paused
 
+  // Per-stage state (see CallState).
+  CallState state;
+
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
@@ -119,22 +194,44 @@ class Stage {
   virtual ~Stage() = default;
   // A stable name, used in stats and in denials ("policy", "kill_switches").
   virtual std::string_view name() const = 0;
-  // Runs on `call`. Must not throw; a stage that fails for its own reasons denies (fail closed).
+  // Runs on `call` on its way in. Must not throw; a stage that fails for its own reasons denies
+  // (fail closed).
   virtual StageOutcome Run(CallContext& call) = 0;
+  // The response path: once the call has run (call.result is set), each stage that continued
+  // sees it on the way back, last stage first, and may rewrite call.result (redact, label) or
+  // refuse it (kDeny: the result is withheld and the call answered with the denial; the audit
+  // entry still summarises what was withheld). Not called when the call was refused or failed
+  // before it had a result. Must not pause: a kPause is taken as a denial (fail closed).
+  virtual StageOutcome OnResult(CallContext& call) {
+    (void)call;
+    return StageOutcome::Continue();
+  }
+  // A message that belongs to the call and goes out before its result (a progress notification
+  // of the upstream serving it): may rewrite it, or return false to drop it. Runs on the thread
+  // that delivers the message, possibly while the call's own stages run on another: touch only
+  // what is yours in call.state, under your own lock.
+  virtual bool OnStreamed(CallContext& call, mcp::Notification& message) {
+    (void)call;
+    (void)message;
+    return true;
+  }
 };
 
 // Counters for one stage, under its stable name (ready for /metrics). A run that parks counts
 // once in `paused` when it parks, and once more by how it ends when it resumes (`resumed` and
 // `continued` or `denied`); a pause without park (final) counts in `paused` only.
+// The response path counts apart: `results` each OnResult, `results_denied` those that refused.
 struct StageStats {
   std::string name;
   uint64_t continued = 0, denied = 0, paused = 0, resumed = 0;
+  uint64_t results = 0, results_denied = 0;
   // From each run's start to its end, parked time included; and the parked part alone.
   std::chrono::nanoseconds time{0}, parked{0};
 };
 
-// Runs stages in order. Ordinary stages stop at the first one that does not continue; final
-// stages (audit) run after that whatever happened, and a final stage that denies turns the whole
+// Runs stages in order. Ordinary stages stop at the first one that does not continue; when all
+// of them continued and the call has a result, the response path runs (OnResult, last stage
+// first); final stages (audit) run after that whatever happened, and a final stage that denies turns the whole
 // call into that denial (the audit stage does so when the entry could not be written: the result
 // must not go back unrecorded). Thread-safe to Run once built; Add* only before the first Run.
 class Pipeline {
@@ -149,8 +246,12 @@ class Pipeline {
   // `call` must stay alive until `done` has been called. A pause without park is returned as is.
   using Done = std::function<void(const StageOutcome&)>;
   void RunAsync(CallContext& call, Done done);
-  // RunAsync, waiting on this thread for a parked stage to resume.
+  // RunAsync, waiting on this thread for a parked stage to resume (tests and tools only: a
+  // session never waits).
   StageOutcome Run(CallContext& call);
+  // A message that belongs to `call` (see Stage::OnStreamed): every ordinary stage's OnStreamed,
+  // last stage first; false when one dropped it. Thread-safe.
+  bool Streamed(CallContext& call, mcp::Notification& message);
 
   // The stage names in the order they run (final stages last).
   std::vector<std::string> StageNames() const;
@@ -167,8 +268,10 @@ class Pipeline {
   void Count(Entry& entry, StageResult result, Clock::time_point started,
              std::optional<Clock::time_point> parked_at = std::nullopt);
   void CountPause(Entry& entry);
-  // Runs ordinary stages from index `next`, then the final stages.
+  // Runs ordinary stages from index `next`, then the response path, then the final stages.
   void Step(CallContext& call, std::size_t next, Done done);
+  // The response path: OnResult of every ordinary stage, last first, until one refuses.
+  void Respond(CallContext& call);
   // Records how stage `index` ended; false when the chain stops there.
   bool Settle(CallContext& call, std::size_t index, StageOutcome outcome,
               Clock::time_point started, std::optional<Clock::time_point> parked_at);

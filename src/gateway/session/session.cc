@@ -36,26 +36,6 @@ std::string RandomHex(size_t n_bytes) {
   return id;
 }
 
-json TextResult(const std::string& text, bool is_error) {
-  return {{"content", json::array({{{"type", "text"}, {"text", text}}})}, {"isError", is_error}};
-}
-
-// The text of a CallToolResult's text content, for the audit summary.
-std::string TextOf(const json& result) {
-  std::string text;
-  if (result.is_object() && result.contains("content") && result["content"].is_array()) {
-    for (const json& c : result["content"]) {
-      if (c.is_object() && c.value("type", "") == "text" && c.contains("text") &&
-          c["text"].is_string()) {
-        if (!text.empty()) text += "\n";
-        text += c["text"].get<std::string>();
-      }
-    }
-  }
-  if (text.empty()) text = result.dump(-1, ' ', false, json::error_handler_t::replace);
-  return text;
-}
-
 // Code for a request refused by policy that is not a tool call (resources/read, prompts/get...):
 // MCP defines none, so warden uses one of the implementation-defined server errors.
 constexpr int kDeniedByPolicy = -32003;
@@ -190,7 +170,9 @@ void McpSession::HandleRequest(const mcp::Request& request, Exchange exchange) {
       m == "resources/read" || m == "resources/subscribe" || m == "resources/unsubscribe" ||
       m == "prompts/get" || m == "completion/complete" || m == "logging/setLevel")
     return Run(request, std::move(exchange),
-               Sync([this](const mcp::Request& r, InFlight& f) { return Forward(r, f); }));
+               [this](const mcp::Request& r, InFlight& f, Reply reply) {
+                 Forward(r, f, std::move(reply));
+               });
   return reply_now(mcp::MakeError(request.id, mcp::kMethodNotFound, "Method not found: " + m));
 }
 
@@ -261,12 +243,6 @@ mcp::Message McpSession::Initialize(const mcp::Request& request) {
        "why."},
   };
   return mcp::Response{request.id, std::move(result)};
-}
-
-McpSession::Work McpSession::Sync(std::function<mcp::Message(const mcp::Request&, InFlight&)> work) {
-  return [work = std::move(work)](const mcp::Request& r, InFlight& f, Reply reply) {
-    reply(work(r, f));
-  };
 }
 
 void McpSession::Run(const mcp::Request& request, Exchange exchange, Work work) {
@@ -409,6 +385,7 @@ void McpSession::CallTool(const mcp::Request& request, InFlight& flight, Reply r
   call->tool = (*params)["name"].get<std::string>();
   call->cancel = flight.cancel;
   flight.tool = call->tool;
+  flight.call = call;
   if (params->contains("arguments")) {
     const json& args = (*params)["arguments"];
     if (!args.is_object())
@@ -418,7 +395,7 @@ void McpSession::CallTool(const mcp::Request& request, InFlight& flight, Reply r
   }
   auto decide = [self = shared_from_this(), call, id = request.id, reply = std::move(reply)] {
     self->core_.pipeline().RunAsync(*call, [call, id, reply](const StageOutcome& outcome) {
-      reply(CallToolReply(id, *call, outcome));
+      reply(ReplyFor(id, *call, outcome));
     });
   };
   if (const BuiltinTool* tool = core_.tools().Find(call->tool)) {
@@ -430,12 +407,24 @@ void McpSession::CallTool(const mcp::Request& request, InFlight& flight, Reply r
   decide();
 }
 
-mcp::Message McpSession::CallToolReply(const mcp::Id& id, const CallContext& call,
-                                       const StageOutcome& outcome) {
+mcp::Message McpSession::ReplyFor(const mcp::Id& id, const CallContext& call,
+                                  const StageOutcome& outcome) {
+  const bool tool = call.method == "tools/call";
   switch (outcome.result) {
-    case StageResult::kContinue:
-      if (call.result) return mcp::Response{id, call.result->mcp_result};
-      return mcp::MakeError(id, mcp::kInternalError, "the call ended without a result");
+    case StageResult::kContinue: {
+      if (!call.result) return mcp::MakeError(id, mcp::kInternalError, "the call ended without a result");
+      const CallResult& r = *call.result;
+      if (!r.rpc_error) return mcp::Response{id, r.value};
+      mcp::ErrorResponse error{id, mcp::kInternalError, "", std::nullopt};
+      if (r.value.is_object()) {
+        if (r.value.contains("code") && r.value["code"].is_number_integer())
+          error.code = r.value["code"].get<int>();
+        if (r.value.contains("message") && r.value["message"].is_string())
+          error.message = r.value["message"].get<std::string>();
+        if (r.value.contains("data")) error.data = r.value["data"];
+      }
+      return error;
+    }
     case StageResult::kPause:
       return mcp::MakeError(id, mcp::kInternalError, "paused calls are not supported yet");
     case StageResult::kDeny:
@@ -444,77 +433,82 @@ mcp::Message McpSession::CallToolReply(const mcp::Id& id, const CallContext& cal
   const std::string where = call.verdict_stage.empty() ? "" : " (" + call.verdict_stage + ")";
   switch (outcome.refusal) {
     case Refusal::kUnknownTool:
-      return mcp::MakeError(id, mcp::kInvalidParams, outcome.reason);
+      // A hidden method is answered as one the caller cannot reach, naming nothing else.
+      return mcp::MakeError(id, mcp::kInvalidParams,
+                            tool ? outcome.reason : "not available to this caller: " + call.method);
     case Refusal::kInvalidArguments:
       // MCP 2025-11-25: input validation errors are tool execution errors, so the model can retry.
-      return mcp::Response{id, TextResult(outcome.reason, true)};
+      if (tool) return mcp::Response{id, CallResult::FromText(outcome.reason, true).value};
+      return mcp::MakeError(id, mcp::kInvalidParams, outcome.reason);
     case Refusal::kDenied: {
-      std::string text = "warden denied this call: " + outcome.reason;
+      std::string text = std::string(tool ? "warden denied this call: " : "warden denied this request: ") +
+                         outcome.reason;
       if (!outcome.rule.empty()) text += " [rule: " + outcome.rule + "]";
-      return mcp::Response{id, TextResult(text, true)};
+      if (tool) return mcp::Response{id, CallResult::FromText(text, true).value};
+      return mcp::MakeError(id, kDeniedByPolicy, text);
     }
     case Refusal::kInternal:
     case Refusal::kNone:
       break;
   }
+  if (tool)
+    return mcp::MakeError(id, mcp::kInternalError,
+                          "warden could not complete the call" + where + ": " + outcome.reason);
   return mcp::MakeError(id, mcp::kInternalError,
-                        "warden could not complete the call" + where + ": " + outcome.reason);
+                        "warden could not complete " + call.method + ": " + outcome.reason);
 }
 
 // ---- everything else an upstream serves ----
 
-mcp::Message McpSession::Forward(const mcp::Request& request, InFlight& flight) {
+void McpSession::Forward(const mcp::Request& request, InFlight& flight, Reply reply) {
   if (!upstreams_ || !upstreams_->Any()) {
     // Built-ins only: empty lists, and nothing to read.
     const std::string& m = request.method;
-    if (m == "resources/list") return mcp::Response{request.id, {{"resources", json::array()}}};
+    if (m == "resources/list") return reply(mcp::Response{request.id, {{"resources", json::array()}}});
     if (m == "resources/templates/list")
-      return mcp::Response{request.id, {{"resourceTemplates", json::array()}}};
-    if (m == "prompts/list") return mcp::Response{request.id, {{"prompts", json::array()}}};
-    if (m == "logging/setLevel") return mcp::Response{request.id, json::object()};
+      return reply(mcp::Response{request.id, {{"resourceTemplates", json::array()}}});
+    if (m == "prompts/list") return reply(mcp::Response{request.id, {{"prompts", json::array()}}});
+    if (m == "logging/setLevel") return reply(mcp::Response{request.id, json::object()});
     if (m == "resources/read" || m == "resources/subscribe" || m == "resources/unsubscribe")
-      return mcp::MakeError(request.id, mcp::kResourceNotFound, "Resource not found");
+      return reply(mcp::MakeError(request.id, mcp::kResourceNotFound, "Resource not found"));
     if (m == "completion/complete")
-      return mcp::Response{request.id, {{"completion", {{"values", json::array()}}}}};
-    return mcp::MakeError(request.id, mcp::kInvalidParams, "unknown prompt");
+      return reply(mcp::Response{request.id, {{"completion", {{"values", json::array()}}}}});
+    return reply(mcp::MakeError(request.id, mcp::kInvalidParams, "unknown prompt"));
   }
-  return upstreams_->Forward(request, flight, caller_, options_.session_id);
+  upstreams_->Forward(request, flight, caller_, options_.session_id, std::move(reply));
 }
 
+namespace {
+
+// What came back from an upstream or the client, as the pipeline holds it.
+CallResult ResultOfReply(const mcp::Message& message) {
+  if (const auto* ok = std::get_if<mcp::Response>(&message)) {
+    CallResult r;
+    r.value = ok->result;
+    return r;
+  }
+  if (const auto* err = std::get_if<mcp::ErrorResponse>(&message))
+    return CallResult::FromError(err->code, err->message, err->data.value_or(json()));
+  return CallResult::FromError(mcp::kInternalError, "no reply");
+}
+
+}  // namespace
+
 // Runs a forwarded, non-tool request through the pipeline. Shared with SessionUpstreams.
-mcp::Message McpSession::Decided(const mcp::Request& request, CallContext& call,
-                                 const std::function<mcp::Message()>& send) {
-  std::optional<mcp::Message> upstream_reply;
-  call.forward = [&](CallContext&, CallContext::ForwardDone done) {
-    upstream_reply = send();
-    ToolResult r;
-    if (auto* ok = std::get_if<mcp::Response>(&*upstream_reply)) {
-      r.mcp_result = ok->result;
-      r.text = TextOf(ok->result);
-    } else if (auto* err = std::get_if<mcp::ErrorResponse>(&*upstream_reply)) {
-      r.is_error = true;
-      r.text = err->message;
-      r.mcp_result = {{"error", {{"code", err->code}, {"message", err->message}}}};
-    }
-    done(std::move(r));
+void McpSession::Decided(const mcp::Request& request, InFlight* flight,
+                         std::shared_ptr<CallContext> call, Send send, Reply reply) {
+  call->method = request.method;
+  if (flight) {
+    call->cancel = flight->cancel;
+    flight->call = call;
+  }
+  call->forward = [send = std::move(send)](CallContext&, CallContext::ForwardDone done) {
+    send([done = std::move(done)](mcp::Message message) { done(ResultOfReply(message)); });
   };
-  StageOutcome outcome = core_.pipeline().Run(call);
-  if (outcome.result == StageResult::kContinue && upstream_reply) {
-    mcp::Message reply = std::move(*upstream_reply);
-    if (auto* ok = std::get_if<mcp::Response>(&reply)) ok->id = request.id;
-    if (auto* err = std::get_if<mcp::ErrorResponse>(&reply)) err->id = request.id;
-    return reply;
-  }
-  if (outcome.result == StageResult::kDeny && outcome.refusal == Refusal::kDenied) {
-    std::string text = "warden denied this request: " + outcome.reason;
-    if (!outcome.rule.empty()) text += " [rule: " + outcome.rule + "]";
-    return mcp::MakeError(request.id, kDeniedByPolicy, text);
-  }
-  if (outcome.result == StageResult::kDeny && outcome.refusal == Refusal::kUnknownTool)
-    return mcp::MakeError(request.id, mcp::kInvalidParams,
-                          "not available to this caller: " + request.method);
-  return mcp::MakeError(request.id, mcp::kInternalError,
-                        "warden could not complete " + request.method + ": " + outcome.reason);
+  core_.pipeline().RunAsync(*call, [call, id = request.id, reply = std::move(reply)](
+                                       const StageOutcome& outcome) {
+    reply(ReplyFor(id, *call, outcome));
+  });
 }
 
 }  // namespace warden::gateway

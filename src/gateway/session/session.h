@@ -6,8 +6,10 @@
 //
 // Threading: Handle may be called from any thread. Requests that take time (tools/call, anything
 // forwarded upstream) run on the gateway's worker pool and answer through their Exchange later;
-// cheap ones (ping, initialize) answer before Handle returns. Nothing holds a worker while it
-// waits for an upstream to start.
+// cheap ones (ping, initialize) answer before Handle returns. Nothing holds a worker while a
+// call waits: for an upstream to start or to answer, for the client to answer a relayed
+// request, or for a stage that parked it. (Merged listings, resources/list and prompts/list,
+// still page through the upstreams on a worker, bounded by upstream_ready_timeout.)
 // Contract: docs/gateway.md.
 #pragma once
 
@@ -108,6 +110,8 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
     std::string upstream;  // the upstream serving it, when forwarded
     MessageSink related;
     std::shared_ptr<CancelToken> cancel = std::make_shared<CancelToken>();
+    // The pipeline's view of it once decided: progress on its way out passes its stages.
+    std::weak_ptr<CallContext> call;
   };
   void HandleRequest(const mcp::Request& request, Exchange exchange);
   void HandleNotification(const mcp::Notification& note);
@@ -119,14 +123,14 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   using Work = std::function<void(const mcp::Request&, InFlight&, Reply)>;
   // Runs `work` on the worker pool; the request stays in flight until it replies.
   void Run(const mcp::Request& request, Exchange exchange, Work work);
-  // Work that answers before it returns.
-  static Work Sync(std::function<mcp::Message(const mcp::Request&, InFlight&)> work);
   void ListTools(const mcp::Request& request, InFlight& flight, Reply reply);
   void CallTool(const mcp::Request& request, InFlight& flight, Reply reply);
-  // The answer to a tools/call once the pipeline has decided (and run) it.
-  static mcp::Message CallToolReply(const mcp::Id& id, const CallContext& call,
-                                    const StageOutcome& outcome);
-  mcp::Message Forward(const mcp::Request& request, InFlight& flight);
+  // The answer to a request once the pipeline has decided (and run) it: the result the response
+  // path left, or the refusal in the terms of the method (a tool error the model reads for
+  // tools/call; a JSON-RPC error otherwise).
+  static mcp::Message ReplyFor(const mcp::Id& id, const CallContext& call,
+                               const StageOutcome& outcome);
+  void Forward(const mcp::Request& request, InFlight& flight, Reply reply);
   void Touch();
 
   // For SessionUpstreams.
@@ -140,9 +144,12 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   bool HasRequestTo(const std::string& upstream);
   nlohmann::json client_capabilities() const;
   // Runs `call` (a forwarded non-tool request, or a request from an upstream) through the
-  // pipeline with `send` as its execution, and answers `request` with what came back.
-  mcp::Message Decided(const mcp::Request& request, CallContext& call,
-                       const std::function<mcp::Message()>& send);
+  // pipeline with `send` as its execution, and answers `request` through `reply` (once, on any
+  // thread). `send` gets a callback for the reply and must call it exactly once, on any thread;
+  // it runs only when every stage let the call through. `flight` (may be null) learns the call.
+  using Send = std::function<void(std::function<void(mcp::Message)>)>;
+  void Decided(const mcp::Request& request, InFlight* flight, std::shared_ptr<CallContext> call,
+               Send send, Reply reply);
 
   GatewayCore& core_;
   identity::Caller caller_;

@@ -188,10 +188,11 @@ void SessionUpstreams::RouteNow(CallContext& call, const json& params, McpSessio
     McpSession::InFlight* f = &flight;
     json forwarded = params;
     forwarded["name"] = upstream_name;
-    call.forward = [this, e, f, forwarded](CallContext& c, CallContext::ForwardDone done) {
+    call.forward = [self = shared_from_this(), e, f, forwarded](CallContext& c,
+                                                               CallContext::ForwardDone done) {
       json p = forwarded;
       p["arguments"] = c.arguments;
-      SendAsync(*e, "tools/call", std::move(p), f,
+      self->SendAsync(*e, "tools/call", std::move(p), f,
                 [name = e->name, done = std::move(done)](mcp::Message reply) {
                   done(ToolResultOf(name, reply));
                 });
@@ -215,34 +216,21 @@ void SessionUpstreams::RouteNow(CallContext& call, const json& params, McpSessio
   };
 }
 
-Result<ToolResult> SessionUpstreams::ToolResultOf(const std::string& upstream,
+Result<CallResult> SessionUpstreams::ToolResultOf(const std::string& upstream,
                                                   const mcp::Message& reply) {
-      if (auto* err = std::get_if<mcp::ErrorResponse>(&reply)) {
-        if (err->code == mcp::kInvalidParams) {
-          // The upstream refused the arguments or the name: the agent sees it as a tool error.
-          ToolResult r;
-          r.is_error = true;
-          r.text = "upstream " + upstream + " refused the call: " + err->message;
-          r.mcp_result = {{"content", json::array({{{"type", "text"}, {"text", r.text}}})},
-                          {"isError", true}};
-          return r;
-        }
-        return Status::Error("upstream " + upstream + ": " + err->message);
-      }
-      ToolResult r;
-      r.mcp_result = std::get<mcp::Response>(reply).result;
-      if (!r.mcp_result.is_object()) r.mcp_result = json::object();
-      r.is_error = r.mcp_result.value("isError", false);
-      if (r.mcp_result.contains("content") && r.mcp_result["content"].is_array()) {
-        for (const json& part : r.mcp_result["content"]) {
-          if (part.is_object() && part.value("type", "") == "text" && part.contains("text") &&
-              part["text"].is_string()) {
-            if (!r.text.empty()) r.text += "\n";
-            r.text += part["text"].get<std::string>();
-          }
-        }
-      }
-      return r;
+  if (auto* err = std::get_if<mcp::ErrorResponse>(&reply)) {
+    // The upstream refused the arguments or the name: the agent sees it as a tool error.
+    if (err->code == mcp::kInvalidParams)
+      return CallResult::FromText("upstream " + upstream + " refused the call: " + err->message,
+                                  true);
+    return Status::Error("upstream " + upstream + ": " + err->message);
+  }
+  CallResult r;
+  r.value = std::get<mcp::Response>(reply).result;
+  if (!r.value.is_object()) r.value = json::object();
+  const auto is_error = r.value.find("isError");
+  r.is_error = is_error != r.value.end() && is_error->is_boolean() && is_error->get<bool>();
+  return r;
 }
 
 void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json params,
@@ -257,7 +245,7 @@ void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json p
     {
       std::lock_guard lock(mu_);
       progress_[token] = {params["_meta"]["progressToken"],
-                          flight->related ? flight->related : MessageSink{}};
+                          flight->related ? flight->related : MessageSink{}, flight->call};
     }
     params["_meta"]["progressToken"] = token;
   }
@@ -272,7 +260,8 @@ void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json p
   auto sent = std::make_shared<Sent>();
   uint64_t handle = client->Send(
       method, std::move(params),
-      [this, flight, token, sent, done = std::move(done)](mcp::Message reply) mutable {
+      [self = shared_from_this(), flight, token, sent,
+       done = std::move(done)](mcp::Message reply) mutable {
         {
           std::lock_guard lock(sent->mu);
           if (sent->finished) return;
@@ -280,8 +269,8 @@ void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json p
           if (flight) flight->cancel->OnCancel({});
         }
         if (!token.empty()) {
-          std::lock_guard lock(mu_);
-          progress_.erase(token);
+          std::lock_guard lock(self->mu_);
+          self->progress_.erase(token);
         }
         done(std::move(reply));
       });
@@ -310,18 +299,20 @@ mcp::Message SessionUpstreams::SendAndWait(Entry& entry, const std::string& meth
   return future.get();
 }
 
-CallContext SessionUpstreams::ContextFor(const identity::Caller& caller, const std::string& session_id,
-                                         Entry& entry, const std::string& method,
-                                         const json& params) {
-  CallContext call;
-  call.tenant = caller.tenant;
-  call.user = caller.user;
-  call.agent = caller.agent;
-  call.scope = caller.scope;
-  call.session = session_id;
-  call.server = entry.name;
-  call.tool = MethodToolName(entry.name, method);
-  call.arguments = params.is_object() ? params : json::object();
+std::shared_ptr<CallContext> SessionUpstreams::ContextFor(const identity::Caller& caller,
+                                                          const std::string& session_id,
+                                                          Entry& entry, const std::string& method,
+                                                          const json& params) {
+  auto call = std::make_shared<CallContext>();
+  call->tenant = caller.tenant;
+  call->user = caller.user;
+  call->agent = caller.agent;
+  call->scope = caller.scope;
+  call->session = session_id;
+  call->server = entry.name;
+  call->tool = MethodToolName(entry.name, method);
+  call->method = method;
+  call->arguments = params.is_object() ? params : json::object();
   return call;
 }
 
@@ -399,12 +390,13 @@ SessionUpstreams::Entry* SessionUpstreams::ByExposedPrompt(const std::string& na
   return nullptr;
 }
 
-mcp::Message SessionUpstreams::Forward(const mcp::Request& request, McpSession::InFlight& flight,
-                                       const identity::Caller& caller, const std::string& session_id) {
+void SessionUpstreams::Forward(const mcp::Request& request, McpSession::InFlight& flight,
+                               const identity::Caller& caller, const std::string& session_id,
+                               std::function<void(mcp::Message)> reply) {
   const std::string& m = request.method;
   json params = request.params && request.params->is_object() ? *request.params : json::object();
   std::shared_ptr<const policy::Policy> policy = core_.policy().Current();
-  if (!policy) return LocalError(request.id, mcp::kInternalError, "no policy is in force");
+  if (!policy) return reply(LocalError(request.id, mcp::kInternalError, "no policy is in force"));
   policy::CallContext who{caller.tenant, caller.user, caller.agent, caller.scope};
 
   // Lists: merged across upstreams the caller may read from; one page.
@@ -436,40 +428,60 @@ mcp::Message SessionUpstreams::Forward(const mcp::Request& request, McpSession::
         merged.push_back(std::move(item));
       }
     }
-    return mcp::Response{request.id, {{member, std::move(merged)}}};
+    return reply(mcp::Response{request.id, {{member, std::move(merged)}}});
   }
 
   if (m == "logging/setLevel") {
+    std::vector<Entry*> targets;
     for (auto& entry : entries_) {
       // The log of a shared instance goes to no session (upstream_instances.h): its level is
       // not one session's to set.
       if (entry->instance->shared_between_users()) continue;
       if (!entry->client().WaitReady(core_.options().upstream_ready_timeout)) continue;
       if (!entry->client().info().capabilities.contains("logging")) continue;
-      CallContext call = ContextFor(caller, session_id, *entry, m, params);
-      Entry* e = entry.get();
-      session_.Decided(request, call, [&] { return SendAndWait(*e, m, params, &flight); });
+      targets.push_back(entry.get());
     }
-    return mcp::Response{request.id, json::object()};
+    if (targets.empty()) return reply(mcp::Response{request.id, json::object()});
+    // Each upstream's setLevel is its own decision (one audit entry each); the client gets one
+    // answer once all are done, whatever each said.
+    struct Left {
+      std::atomic<size_t> count;
+      std::function<void(mcp::Message)> reply;
+    };
+    auto left = std::make_shared<Left>();
+    left->count = targets.size();
+    left->reply = std::move(reply);
+    McpSession::InFlight* f = &flight;
+    for (Entry* e : targets) {
+      session_.Decided(
+          request, nullptr, ContextFor(caller, session_id, *e, m, params),
+          [self = shared_from_this(), e, m, params, f](std::function<void(mcp::Message)> done) {
+            self->SendAsync(*e, m, params, f, std::move(done));
+          },
+          [left, id = request.id](mcp::Message) {
+            if (left->count.fetch_sub(1) == 1) left->reply(mcp::Response{id, json::object()});
+          });
+    }
+    return;
   }
 
   Entry* owner = nullptr;
   json forwarded = params;
   if (m == "resources/read" || m == "resources/subscribe" || m == "resources/unsubscribe") {
     if (!params.contains("uri") || !params["uri"].is_string())
-      return LocalError(request.id, mcp::kInvalidParams, m + " needs params.uri (a string)");
+      return reply(LocalError(request.id, mcp::kInvalidParams, m + " needs params.uri (a string)"));
     owner = FindOwnerOfUri(params["uri"].get<std::string>());
     if (!owner)
-      return LocalError(request.id, mcp::kResourceNotFound,
-                        "Resource not found: " + params["uri"].get<std::string>());
+      return reply(LocalError(request.id, mcp::kResourceNotFound,
+                        "Resource not found: " + params["uri"].get<std::string>()));
   } else if (m == "prompts/get") {
     if (!params.contains("name") || !params["name"].is_string())
-      return LocalError(request.id, mcp::kInvalidParams, "prompts/get needs params.name (a string)");
+      return reply(LocalError(request.id, mcp::kInvalidParams, "prompts/get needs params.name (a string)"));
     std::string upstream_name;
     owner = ByExposedPrompt(params["name"].get<std::string>(), &upstream_name);
     if (!owner)
-      return LocalError(request.id, mcp::kInvalidParams,
-                        "unknown prompt: " + params["name"].get<std::string>());
+      return reply(LocalError(request.id, mcp::kInvalidParams,
+                        "unknown prompt: " + params["name"].get<std::string>()));
     forwarded["name"] = upstream_name;
   } else if (m == "completion/complete") {
     const json ref = params.value("ref", json::object());
@@ -481,35 +493,53 @@ mcp::Message SessionUpstreams::Forward(const mcp::Request& request, McpSession::
     } else if (type == "ref/resource" && ref.contains("uri") && ref["uri"].is_string()) {
       owner = FindOwnerOfUri(ref["uri"].get<std::string>());
     } else {
-      return LocalError(request.id, mcp::kInvalidParams,
-                        "completion/complete needs params.ref of type ref/prompt or ref/resource");
+      return reply(LocalError(request.id, mcp::kInvalidParams,
+                        "completion/complete needs params.ref of type ref/prompt or ref/resource"));
     }
-    if (!owner) return LocalError(request.id, mcp::kInvalidParams, "unknown completion reference");
+    if (!owner) return reply(LocalError(request.id, mcp::kInvalidParams, "unknown completion reference"));
   }
-  if (!owner) return LocalError(request.id, mcp::kMethodNotFound, "Method not found: " + m);
+  if (!owner) return reply(LocalError(request.id, mcp::kMethodNotFound, "Method not found: " + m));
   flight.upstream = owner->name;
-  CallContext call = ContextFor(caller, session_id, *owner, m, params);
+  auto call = ContextFor(caller, session_id, *owner, m, params);
   if (m == "resources/subscribe" || m == "resources/unsubscribe")
-    return Subscription(request, flight, call, *owner, params["uri"].get<std::string>());
-  return session_.Decided(request, call, [&] { return SendAndWait(*owner, m, forwarded, &flight); });
+    return Subscription(request, flight, std::move(call), *owner, params["uri"].get<std::string>(),
+                        std::move(reply));
+  McpSession::InFlight* f = &flight;
+  session_.Decided(
+      request, &flight, std::move(call),
+      [self = shared_from_this(), owner, m, forwarded, f](std::function<void(mcp::Message)> done) {
+        self->SendAsync(*owner, m, forwarded, f, std::move(done));
+      },
+      std::move(reply));
 }
 
-mcp::Message SessionUpstreams::Subscription(const mcp::Request& request,
-                                            McpSession::InFlight& flight, CallContext& call,
-                                            Entry& owner, const std::string& uri) {
+void SessionUpstreams::Subscription(const mcp::Request& request, McpSession::InFlight& flight,
+                                    std::shared_ptr<CallContext> call, Entry& owner,
+                                    const std::string& uri,
+                                    std::function<void(mcp::Message)> reply) {
   const json params = request.params.value_or(json::object());
-  if (request.method == "resources/subscribe") {
-    mcp::Message reply = session_.Decided(
-        request, call, [&] { return SendAndWait(owner, request.method, params, &flight); });
-    if (std::holds_alternative<mcp::Response>(reply)) {
-      bool first;
-      {
-        std::lock_guard lock(mu_);
-        first = subscribed_[&owner].insert(uri).second;
-      }
-      if (first) owner.instance->Subscribed(uri);
-    }
-    return reply;
+  McpSession::InFlight* f = &flight;
+  Entry* e = &owner;
+  const std::string method = request.method;
+  if (method == "resources/subscribe") {
+    auto self = shared_from_this();
+    session_.Decided(
+        request, &flight, std::move(call),
+        [self, e, method, params, f](std::function<void(mcp::Message)> done) {
+          self->SendAsync(*e, method, params, f, std::move(done));
+        },
+        [self, e, uri, reply = std::move(reply)](mcp::Message answer) {
+          if (std::holds_alternative<mcp::Response>(answer)) {
+            bool first;
+            {
+              std::lock_guard lock(self->mu_);
+              first = self->subscribed_[e].insert(uri).second;
+            }
+            if (first) e->instance->Subscribed(uri);
+          }
+          reply(std::move(answer));
+        });
+    return;
   }
   bool held;
   {
@@ -518,10 +548,14 @@ mcp::Message SessionUpstreams::Subscription(const mcp::Request& request,
   }
   // The upstream is told only when no other session holding the instance still wants it.
   const bool last = !held || owner.instance->Unsubscribed(uri);
-  return session_.Decided(request, call, [&]() -> mcp::Message {
-    if (last) return SendAndWait(owner, request.method, params, &flight);
-    return mcp::Response{request.id, json::object()};
-  });
+  session_.Decided(
+      request, &flight, std::move(call),
+      [self = shared_from_this(), e, method, params, f, last,
+       id = request.id](std::function<void(mcp::Message)> done) {
+        if (last) return self->SendAsync(*e, method, params, f, std::move(done));
+        done(mcp::Response{id, json::object()});
+      },
+      std::move(reply));
 }
 
 void SessionUpstreams::OnInstanceToolsChanged(UpstreamInstance&) {
@@ -553,6 +587,8 @@ void SessionUpstreams::OnInstanceNotification(UpstreamInstance& instance,
     json params = *note.params;
     params["progressToken"] = p.token;
     mcp::Notification out{m, std::move(params)};
+    // On its way out, through the stages of the call it belongs to (which may rewrite or drop it).
+    if (auto call = p.call.lock(); call && !core_.pipeline().Streamed(*call, out)) return;
     if (p.sink) {
       p.sink(out);
     } else {
@@ -589,43 +625,60 @@ void SessionUpstreams::OnInstanceRequest(UpstreamInstance& instance, const mcp::
   Entry* entry = EntryOf(instance);
   if (!entry || stopped_.load())
     return reply(LocalError(request.id, mcp::kInternalError, "the session has ended"));
-  // Decided on a worker: the policy and the audit write, then a wait for the client's answer.
+  // Decided on a worker (the policy and the audit write), not on the upstream's reader thread;
+  // the wait for the client's answer holds no thread.
   auto self = shared_from_this();
-  core_.Post([self, entry, request, reply = std::move(reply)] {
+  core_.Post([self, entry, request, reply = std::move(reply)]() mutable {
     json params = request.params.value_or(json::object());
-    CallContext call = self->ContextFor(self->session_.caller(), self->session_.id(), *entry,
-                                        request.method, params);
-    reply(self->session_.Decided(request, call, [&] { return self->AskClient(*entry, request); }));
+    auto call = self->ContextFor(self->session_.caller(), self->session_.id(), *entry,
+                                 request.method, params);
+    self->session_.Decided(
+        request, nullptr, std::move(call),
+        [self, entry, request](std::function<void(mcp::Message)> done) {
+          self->AskClient(*entry, request, std::move(done));
+        },
+        std::move(reply));
   });
 }
 
-mcp::Message SessionUpstreams::AskClient(Entry& entry, const mcp::Request& request) {
+void SessionUpstreams::AskClient(Entry& entry, const mcp::Request& request,
+                                 std::function<void(mcp::Message)> done) {
   const json caps = session_.client_capabilities();
   const char* needs = request.method == "sampling/createMessage" ? "sampling"
                       : request.method == "elicitation/create"   ? "elicitation"
                                                                  : "roots";
   if (!caps.is_object() || !caps.contains(needs))
-    return LocalError(request.id, mcp::kMethodNotFound,
-                      std::string("the client does not support ") + needs);
+    return done(LocalError(request.id, mcp::kMethodNotFound,
+                           std::string("the client does not support ") + needs));
   MessageSink sink = session_.RelatedSinkFor(entry.name);
   if (!sink)
-    return LocalError(request.id, mcp::kInternalError,
-                      "no open channel to the client for " + request.method);
+    return done(LocalError(request.id, mcp::kInternalError,
+                           "no open channel to the client for " + request.method));
   const std::string id = NextToken();
-  auto waiter = std::make_shared<std::promise<mcp::Message>>();
-  std::future<mcp::Message> answer = waiter->get_future();
+  // Unanswered: the upstream gets an error in the end, and nothing waits on a thread meanwhile.
+  auto self = shared_from_this();
+  auto timer = core_.PostAfter(
+      std::chrono::duration_cast<std::chrono::milliseconds>(kClientAnswerTimeout),
+      [self, id, rid = request.id, method = request.method] {
+        std::function<void(mcp::Message)> late;
+        {
+          std::lock_guard lock(self->mu_);
+          auto it = self->asked_.find(id);
+          if (it == self->asked_.end()) return;
+          late = std::move(it->second.done);
+          self->asked_.erase(it);
+        }
+        late(LocalError(rid, -32001, "the client did not answer " + method + " in time"));
+      });
   {
     std::lock_guard lock(mu_);
-    if (stopped_.load()) return LocalError(request.id, mcp::kInternalError, "the session has ended");
-    asked_[id] = waiter;
+    if (stopped_.load()) {
+      timer->cancel();
+      return done(LocalError(request.id, mcp::kInternalError, "the session has ended"));
+    }
+    asked_[id] = Asked{std::move(done), timer};
   }
   sink(mcp::Request{id, request.method, request.params});
-  if (answer.wait_for(kClientAnswerTimeout) != std::future_status::ready) {
-    std::lock_guard lock(mu_);
-    asked_.erase(id);
-    return LocalError(request.id, -32001, "the client did not answer " + request.method + " in time");
-  }
-  return answer.get();
 }
 
 void SessionUpstreams::ClientReplied(const mcp::Message& message) {
@@ -633,15 +686,16 @@ void SessionUpstreams::ClientReplied(const mcp::Message& message) {
   if (auto* ok = std::get_if<mcp::Response>(&message)) id = ok->id;
   if (auto* err = std::get_if<mcp::ErrorResponse>(&message)) id = err->id;
   if (!id || !id->AsString()) return;
-  std::shared_ptr<std::promise<mcp::Message>> waiter;
+  Asked asked;
   {
     std::lock_guard lock(mu_);
     auto it = asked_.find(*id->AsString());
     if (it == asked_.end()) return;  // not ours, or too late
-    waiter = it->second;
+    asked = std::move(it->second);
     asked_.erase(it);
   }
-  waiter->set_value(message);
+  asked.timer->cancel();
+  asked.done(message);
 }
 
 void SessionUpstreams::NotifyAll(const std::string& method, const json& params) {
@@ -654,15 +708,17 @@ void SessionUpstreams::NotifyAll(const std::string& method, const json& params) 
 
 void SessionUpstreams::StopAll() {
   if (stopped_.exchange(true)) return;
-  std::map<std::string, std::shared_ptr<std::promise<mcp::Message>>> asked;
+  std::map<std::string, Asked> asked;
   std::map<Entry*, std::set<std::string>> subscribed;
   {
     std::lock_guard lock(mu_);
     asked.swap(asked_);
     subscribed.swap(subscribed_);
   }
-  for (auto& [id, waiter] : asked)
-    waiter->set_value(LocalError(mcp::Id(id), mcp::kInternalError, "the session has ended"));
+  for (auto& [id, waiter] : asked) {
+    waiter.timer->cancel();
+    waiter.done(LocalError(mcp::Id(id), mcp::kInternalError, "the session has ended"));
+  }
   for (auto& entry : entries_) {
     // What this session subscribed to and nobody else holds is unsubscribed upstream (the
     // instance may live on for other sessions, or idle).

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
 #include <future>
 #include <map>
@@ -53,9 +54,11 @@ class SessionUpstreams : public std::enable_shared_from_this<SessionUpstreams>,
   // no thread; past that the call fails naming the upstream and why it is not ready.
   void Route(const std::shared_ptr<CallContext>& call, const nlohmann::json& params,
              McpSession::InFlight& flight, std::function<void()> then);
-  // resources/*, prompts/*, completion/complete, logging/setLevel.
-  mcp::Message Forward(const mcp::Request& request, McpSession::InFlight& flight,
-                       const identity::Caller& caller, const std::string& session_id);
+  // resources/*, prompts/*, completion/complete, logging/setLevel: answers through `reply`, once,
+  // on any thread. What goes to an upstream goes through the pipeline (McpSession::Decided).
+  void Forward(const mcp::Request& request, McpSession::InFlight& flight,
+               const identity::Caller& caller, const std::string& session_id,
+               std::function<void(mcp::Message)> reply);
   // A notification from the client for every upstream (roots/list_changed).
   void NotifyAll(const std::string& method, const nlohmann::json& params);
   // The client answered a request an upstream made through us.
@@ -80,6 +83,12 @@ class SessionUpstreams : public std::enable_shared_from_this<SessionUpstreams>,
   struct Progress {
     nlohmann::json token;  // the client's own token
     MessageSink sink;
+    std::weak_ptr<CallContext> call;  // its stages see each notification on the way out
+  };
+  // A request an upstream made of the client, waiting for the client's answer.
+  struct Asked {
+    std::function<void(mcp::Message)> done;
+    std::shared_ptr<boost::asio::steady_timer> timer;  // fails it after kClientAnswerTimeout
   };
 
   Entry* EntryOf(const UpstreamInstance& instance);
@@ -95,13 +104,16 @@ class SessionUpstreams : public std::enable_shared_from_this<SessionUpstreams>,
   void SendAsync(Entry& entry, const std::string& method, nlohmann::json params,
                  McpSession::InFlight* flight, std::function<void(mcp::Message)> done);
   // A tools/call reply as the execute stage wants it.
-  static Result<ToolResult> ToolResultOf(const std::string& upstream, const mcp::Message& reply);
+  static Result<CallResult> ToolResultOf(const std::string& upstream, const mcp::Message& reply);
   // SendAsync, waiting on this thread.
   mcp::Message SendAndWait(Entry& entry, const std::string& method, nlohmann::json params,
                            McpSession::InFlight* flight);
   // Collects every page of a list method from one upstream.
   Result<nlohmann::json> ListAll(Entry& entry, const std::string& method, const char* member);
-  mcp::Message AskClient(Entry& entry, const mcp::Request& request);
+  // Relays `request` (sampling, elicitation, roots) to the client; `done` gets its answer once,
+  // on any thread (an error when the client cannot take it, does not answer in time, or the
+  // session ends).
+  void AskClient(Entry& entry, const mcp::Request& request, std::function<void(mcp::Message)> done);
   // The upstream a URI belongs to, from this session's listings; nullptr when none says.
   Entry* OwnerOfUri(const std::string& uri);
   // OwnerOfUri, else the only upstream with resources, else after listing every upstream's
@@ -109,11 +121,13 @@ class SessionUpstreams : public std::enable_shared_from_this<SessionUpstreams>,
   Entry* FindOwnerOfUri(const std::string& uri);
   void AddTemplateOwner(std::string prefix, Entry* owner);
   Entry* ByExposedPrompt(const std::string& name, std::string* upstream_name);
-  CallContext ContextFor(const identity::Caller& caller, const std::string& session_id, Entry& entry,
-                         const std::string& method, const nlohmann::json& params);
+  std::shared_ptr<CallContext> ContextFor(const identity::Caller& caller,
+                                          const std::string& session_id, Entry& entry,
+                                          const std::string& method, const nlohmann::json& params);
   // resources/subscribe and resources/unsubscribe, counted against the instance's other holders.
-  mcp::Message Subscription(const mcp::Request& request, McpSession::InFlight& flight,
-                            CallContext& call, Entry& owner, const std::string& uri);
+  void Subscription(const mcp::Request& request, McpSession::InFlight& flight,
+                    std::shared_ptr<CallContext> call, Entry& owner, const std::string& uri,
+                    std::function<void(mcp::Message)> reply);
 
   GatewayCore& core_;
   McpSession& session_;
@@ -123,7 +137,7 @@ class SessionUpstreams : public std::enable_shared_from_this<SessionUpstreams>,
 
   std::mutex mu_;
   std::map<std::string, Progress> progress_;  // rewritten token -> the client's
-  std::map<std::string, std::shared_ptr<std::promise<mcp::Message>>> asked_;  // id -> waiter
+  std::map<std::string, Asked> asked_;  // the id we gave the client -> who waits
   std::map<std::string, Entry*> uri_owner_;        // from resources/list
   std::vector<std::pair<std::string, Entry*>> template_owner_;  // uriTemplate prefix -> owner
   std::map<std::string, std::pair<Entry*, std::string>> prompt_owner_;  // exposed -> upstream name

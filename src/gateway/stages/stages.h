@@ -1,6 +1,7 @@
-// The stages of this slice, in the order BuildStandardPipeline chains them:
-//   identity -> kill_switches -> policy -> execute -> (final) audit
-// Later issues insert trifecta, approval, credential and result-handling stages between them.
+// The standard stages, one .cc each (identity_stage.cc, ...); chain.cc declares their order:
+//   identity -> kill_switches -> policy -> arguments -> execute -> (final) audit
+// Later issues add trifecta, approval, credential and redaction stages: a file each, and a line
+// in chain.cc.
 #pragma once
 
 #include <memory>
@@ -8,6 +9,7 @@
 
 #include "audit/audit_log.h"
 #include "gateway/builtins/builtin_tools.h"
+#include "gateway/stages/chain.h"
 #include "gateway/stages/kill_switches.h"
 #include "identity/caller.h"
 #include "gateway/pipeline/pipeline.h"
@@ -41,8 +43,8 @@ class KillSwitchStage : public Stage {
 
 // policy::Decide on the policy in force (one snapshot per call, kept in call.policy). A tool the
 // caller may not see is refused as unknown; `deny` is a denial naming the rule; `ask` is denied
-// with "approval required" until the approvals issue turns it into a pause. No policy in force:
-// denied (fail closed).
+// with "approval required" (audited as `ask`) until the approvals issue turns it into a pause. No
+// policy in force: denied (fail closed).
 class PolicyStage : public Stage {
  public:
   explicit PolicyStage(const policy::PolicyHolder& policy) : policy_(policy) {}
@@ -90,17 +92,5 @@ class AuditStage : public Stage {
 
 // The audit entry AuditStage writes for `call` (exposed for tests).
 audit::AuditEntry AuditEntryFor(const CallContext& call);
-
-// What the standard pipeline is built from; nothing is owned, all must outlive the pipeline.
-struct GatewayDeps {
-  const policy::PolicyHolder* policy = nullptr;
-  const KillSwitches* kill_switches = nullptr;
-  const BuiltinTools* tools = nullptr;
-  audit::AuditLog* audit = nullptr;
-  identity::Caller caller;
-};
-
-// identity -> kill_switches -> policy -> execute, then audit as a final stage.
-std::unique_ptr<Pipeline> BuildStandardPipeline(const GatewayDeps& deps);
 
 }  // namespace warden::gateway

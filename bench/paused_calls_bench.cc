@@ -1,0 +1,327 @@
+// Paused calls (bench/README.md, "Paused calls"): how much a call costs while a stage holds it
+// parked (as the approval stage will, for minutes), and how soon after its release it reaches the
+// upstream. The whole gateway core runs as `warden serve` runs it: real McpSessions, the standard
+// chain with one stage added before execute that parks every call until the benchmark releases it,
+// the real audit log (SQLite, in a temporary directory), the worker pool. The upstream is a client
+// in this process (upstream::Client is the boundary: what happens past Send is the transport's),
+// which notes when each call reaches it and answers from a thread of its own, as a real client's
+// reader thread does.
+//
+// Usage: paused_calls_bench [CALLS] [SESSIONS]   (defaults 10000 and 10)
+// Prints: heap and RSS per paused call, and release-to-upstream latency percentiles.
+#include <malloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "audit/audit_log.h"
+#include "gateway/gateway.h"
+#include "gateway/session/session.h"
+#include "gateway/stages/chain.h"
+#include "policy/holder.h"
+#include "policy/policy.h"
+#include "upstream/client.h"
+
+namespace {
+
+using namespace warden;
+using namespace warden::gateway;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Every call's release time and when it reached the upstream, by the call's argument "n".
+struct Timeline {
+  std::vector<Clock::time_point> released, reached;
+  std::atomic<size_t> arrived{0};
+};
+Timeline* g_timeline = nullptr;
+
+// The parking stage: holds every call until the benchmark calls Release(i).
+class HoldStage : public Stage {
+ public:
+  std::string_view name() const override { return "hold"; }
+  StageOutcome Run(CallContext& call) override {
+    const size_t n = call.arguments.value("n", size_t{0});
+    call.park = [n](std::function<void(StageOutcome)> resume) { Held().Put(n, std::move(resume)); };
+    return StageOutcome{StageResult::kPause, Refusal::kNone, "held by the benchmark", ""};
+  }
+
+  struct Parked {
+    std::mutex mu;
+    std::condition_variable changed;
+    std::vector<std::function<void(StageOutcome)>> resumes;
+    size_t count = 0;
+    void Put(size_t n, std::function<void(StageOutcome)> resume) {
+      std::lock_guard lock(mu);
+      if (resumes.size() <= n) resumes.resize(n + 1);
+      resumes[n] = std::move(resume);
+      ++count;
+      changed.notify_all();
+    }
+    bool WaitFor(size_t want, std::chrono::seconds timeout) {
+      std::unique_lock lock(mu);
+      return changed.wait_for(lock, timeout, [&] { return count >= want; });
+    }
+    std::function<void(StageOutcome)> Take(size_t n) {
+      std::lock_guard lock(mu);
+      return std::move(resumes[n]);
+    }
+  };
+  static Parked& Held() {
+    static Parked parked;
+    return parked;
+  }
+};
+
+// The upstream, in process: one tool, answered from the client's own thread.
+class InProcessUpstream : public upstream::Client {
+ public:
+  InProcessUpstream(upstream::Spec spec, upstream::Events events)
+      : spec_(std::move(spec)), events_(std::move(events)) {
+    replier_ = std::thread([this] { Reply(); });
+  }
+  ~InProcessUpstream() override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    replier_.join();
+  }
+  void Start() override {
+    state_ = upstream::State::kReady;
+    if (events_.on_state) events_.on_state(upstream::State::kReady, "");
+  }
+  bool WaitReady(std::chrono::milliseconds) override { return state_ == upstream::State::kReady; }
+  uint64_t Send(const std::string& method, json params, Done done,
+                std::chrono::milliseconds) override {
+    json result;
+    if (method == "tools/list") {
+      result = {{"tools", json::array({{{"name", "echo"},
+                                         {"inputSchema", {{"type", "object"}}}}})}};
+    } else if (method == "tools/call") {
+      const size_t n = params["arguments"].value("n", size_t{0});
+      if (g_timeline && n < g_timeline->reached.size()) {
+        g_timeline->reached[n] = Clock::now();
+        g_timeline->arrived.fetch_add(1);
+      }
+      result = {{"content", json::array({{{"type", "text"}, {"text", "ok"}}})}};
+    } else {
+      result = json::object();
+    }
+    const uint64_t handle = ++next_;
+    {
+      std::lock_guard lock(mu_);
+      queue_.emplace_back(std::move(done), mcp::Response{mcp::Id(static_cast<int64_t>(handle)),
+                                                         std::move(result)});
+    }
+    wake_.notify_one();
+    return handle;
+  }
+  void Cancel(uint64_t, const std::string&) override {}
+  void Notify(const std::string&, json) override {}
+  void Stop() override { state_ = upstream::State::kStopped; }
+  upstream::State state() const override { return state_; }
+  upstream::ServerInfo info() const override {
+    upstream::ServerInfo info;
+    info.protocol_version = "2025-11-25";
+    info.capabilities = {{"tools", json::object()}};
+    info.server_info = {{"name", "in-process"}, {"version", "1"}};
+    return info;
+  }
+  const upstream::Spec& spec() const override { return spec_; }
+  int pid() const override { return 0; }
+
+ private:
+  void Reply() {
+    std::unique_lock lock(mu_);
+    while (true) {
+      wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      auto [done, message] = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      done(std::move(message));
+      lock.lock();
+    }
+  }
+
+  upstream::Spec spec_;
+  upstream::Events events_;
+  std::atomic<upstream::State> state_{upstream::State::kStarting};
+  std::atomic<uint64_t> next_{0};
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::pair<Done, mcp::Message>> queue_;
+  bool stop_ = false;
+  std::thread replier_;
+};
+
+// Bytes of heap in use (glibc's count: what the calls themselves hold, without fragmentation).
+size_t HeapInUse() { return mallinfo2().uordblks; }
+
+size_t RssBytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+double Percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  size_t at = static_cast<size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(at, values.size() - 1)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const size_t calls = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 10000;
+  const size_t sessions = argc > 2 ? std::max<size_t>(1, std::strtoul(argv[2], nullptr, 10)) : 10;
+
+  char dir_template[] = "/tmp/warden-paused-bench-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr) {
+    std::perror("mkdtemp");
+    return 1;
+  }
+  const std::string dir = dir_template;
+  auto loaded = policy::LoadPolicyText(
+      "version: 1\nupstreams:\n  up:\n    command: [/bin/true]\n    instances: shared\n"
+      "tools:\n  - match: { server: up }\n    risk: low\n    effect: allow\n",
+      "bench.yaml");
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "policy: %s\n", loaded.status().message().c_str());
+    return 1;
+  }
+  policy::PolicyHolder holder(std::make_shared<const policy::Policy>(std::move(*loaded)));
+  audit::AuditOptions audit_options;
+  audit_options.path = dir + "/audit.db";
+  auto audit = audit::AuditLog::Open(audit_options);
+  if (!audit.ok()) {
+    std::fprintf(stderr, "audit: %s\n", audit.status().message().c_str());
+    return 1;
+  }
+  KillSwitches kills;
+  BuiltinTools tools = BuiltinTools::Default();
+
+  std::vector<ChainLink> chain;
+  for (const ChainLink& link : StandardChain()) {
+    // Where the approval stage will sit: after the policy decided, before anything runs.
+    if (link.name == "execute")
+      chain.push_back({"hold", [](const StageServices&) -> std::unique_ptr<Stage> {
+                         return std::make_unique<HoldStage>();
+                       }});
+    chain.push_back(link);
+  }
+  GatewayOptions options;
+  options.chain = chain;
+  options.make_upstream = [](upstream::Spec spec, upstream::Events events,
+                             upstream::ClientOptions) -> Result<std::unique_ptr<upstream::Client>> {
+    return std::unique_ptr<upstream::Client>(
+        new InProcessUpstream(std::move(spec), std::move(events)));
+  };
+  Timeline timeline;
+  timeline.released.resize(calls);
+  timeline.reached.resize(calls);
+  g_timeline = &timeline;
+  int status = 0;
+  {
+    GatewayCore core(holder, **audit, kills, tools, identity::Caller{"", "bench", "", ""}, options);
+    std::vector<std::shared_ptr<McpSession>> open;
+    for (size_t s = 0; s < sessions; ++s) {
+      auto session = std::make_shared<McpSession>(core, identity::Caller{"", "bench", "", ""});
+      core.Register(session);
+      std::promise<void> ready;
+      Exchange init;
+      init.reply = [&ready](mcp::Message) { ready.set_value(); };
+      session->Handle(mcp::Request{mcp::Id(int64_t{0}), "initialize",
+                                   json{{"protocolVersion", "2025-11-25"},
+                                        {"capabilities", json::object()},
+                                        {"clientInfo", {{"name", "bench"}, {"version", "1"}}}}},
+                      std::move(init));
+      ready.get_future().wait();
+      session->Handle(mcp::Notification{"notifications/initialized", std::nullopt}, {});
+      std::promise<void> listed;
+      Exchange list;
+      list.reply = [&listed](mcp::Message) { listed.set_value(); };
+      session->Handle(mcp::Request{mcp::Id(int64_t{1}), "tools/list", json::object()},
+                      std::move(list));
+      listed.get_future().wait();
+      open.push_back(std::move(session));
+    }
+    // The baseline: every session open and listed, freed memory given back.
+    malloc_trim(0);
+    const size_t heap_before = HeapInUse(), rss_before = RssBytes();
+
+    std::atomic<size_t> answered{0}, ok{0};
+    const auto park_start = Clock::now();
+    for (size_t i = 0; i < calls; ++i) {
+      Exchange exchange;
+      exchange.reply = [&answered, &ok](mcp::Message m) {
+        if (const auto* r = std::get_if<mcp::Response>(&m);
+            r && !r->result.value("isError", false))
+          ok.fetch_add(1);
+        answered.fetch_add(1);
+      };
+      open[i % sessions]->Handle(
+          mcp::Request{mcp::Id(static_cast<int64_t>(i + 10)), "tools/call",
+                       json{{"name", "up__echo"}, {"arguments", {{"n", i}}}}},
+          std::move(exchange));
+    }
+    if (!HoldStage::Held().WaitFor(calls, std::chrono::seconds(120))) {
+      std::fprintf(stderr, "only %zu of %zu calls parked in 120 s\n", HoldStage::Held().count,
+                   calls);
+      return 1;
+    }
+    const double park_s = std::chrono::duration<double>(Clock::now() - park_start).count();
+    const size_t heap_held = HeapInUse(), rss_held = RssBytes();
+
+    // Released one at a time from this thread, as a person's decision would come.
+    const auto release_start = Clock::now();
+    for (size_t i = 0; i < calls; ++i) {
+      auto resume = HoldStage::Held().Take(i);
+      timeline.released[i] = Clock::now();
+      resume(StageOutcome::Continue());
+    }
+    const double release_s = std::chrono::duration<double>(Clock::now() - release_start).count();
+    for (int waited = 0; answered.load() < calls && waited < 60000; ++waited)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+    std::vector<double> latency_us;
+    for (size_t i = 0; i < calls; ++i) {
+      if (timeline.reached[i] < timeline.released[i]) continue;  // never reached
+      latency_us.push_back(
+          std::chrono::duration<double, std::micro>(timeline.reached[i] - timeline.released[i])
+              .count());
+    }
+    std::printf("paused calls: %zu over %zu sessions, parked in %.2f s, released in %.2f s\n",
+                calls, sessions, park_s, release_s);
+    std::printf("per paused call: heap %.0f bytes, RSS %.0f bytes\n",
+                static_cast<double>(heap_held - heap_before) / static_cast<double>(calls),
+                (static_cast<double>(rss_held) - static_cast<double>(rss_before)) /
+                    static_cast<double>(calls));
+    std::printf("release to upstream (us): p50 %.1f  p90 %.1f  p99 %.1f  max %.1f  (%zu reached)\n",
+                Percentile(latency_us, 0.50), Percentile(latency_us, 0.90),
+                Percentile(latency_us, 0.99), Percentile(latency_us, 1.0), latency_us.size());
+    std::printf("answered %zu, of which results %zu\n", answered.load(), ok.load());
+    if (answered.load() != calls || ok.load() != calls || latency_us.size() != calls) status = 1;
+    for (auto& session : open) session->Close();
+  }
+  g_timeline = nullptr;
+  std::filesystem::remove_all(dir);
+  return status;
+}

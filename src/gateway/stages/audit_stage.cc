@@ -1,0 +1,76 @@
+#include "gateway/stages/stages.h"
+
+#include "audit/result_summary.h"
+
+namespace warden::gateway {
+
+namespace {
+
+std::string DecisionWord(const CallContext& call) {
+  const StageOutcome& v = call.verdict;
+  if (!v.decision.empty()) return v.decision;
+  switch (v.result) {
+    case StageResult::kContinue:
+      return "allow";
+    case StageResult::kPause:
+      return "pause";
+    case StageResult::kDeny:
+      break;
+  }
+  switch (v.refusal) {
+    case Refusal::kInvalidArguments:
+    case Refusal::kInternal:
+      return "error";
+    default:
+      break;
+  }
+  return "deny";
+}
+
+}  // namespace
+
+audit::AuditEntry AuditEntryFor(const CallContext& call) {
+  audit::AuditEntry e;
+  e.tenant = call.tenant;
+  e.user = call.user;
+  e.agent = call.agent;
+  e.session = call.session;
+  e.tool = call.tool;
+  e.arguments = call.arguments;
+  e.decision = DecisionWord(call);
+  if (call.verdict.result == StageResult::kContinue) {
+    e.rule = call.decision ? call.decision->rule : "";
+    e.reason = call.decision ? call.decision->reason : "";
+  } else {
+    e.rule = call.verdict.rule;
+    e.reason = call.verdict_stage + ": " + call.verdict.reason;
+  }
+  if (!call.execution.empty())
+    e.reason += (e.reason.empty() ? "" : "; ") + std::string("ran in ") + call.execution;
+  if (call.decision) e.labels = call.decision->labels;
+  if (call.result) {
+    e.result = audit::SummarizeResult(call.result->Text());
+    e.kind = audit::EntryKind::kCall;
+  } else {
+    e.kind = audit::EntryKind::kDecision;
+  }
+  auto elapsed = std::chrono::steady_clock::now() - call.started;
+  e.latency_us =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count());
+  return e;
+}
+
+StageOutcome AuditStage::Run(CallContext& call) {
+  auto receipt = log_.Append(AuditEntryFor(call));
+  if (!receipt)
+    return StageOutcome::Deny(
+        Refusal::kInternal, "the audit log could not record the call, so its result is withheld: " +
+                                receipt.status().message());
+  return StageOutcome::Continue();
+}
+
+std::unique_ptr<Stage> MakeAuditStage(const StageServices& services) {
+  return std::make_unique<AuditStage>(*services.audit);
+}
+
+}  // namespace warden::gateway

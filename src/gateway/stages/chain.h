@@ -1,0 +1,52 @@
+// The order of the pipeline's stages, declared once (chain.cc: StandardChain), and what they are
+// built from. A new stage is a new file that defines its Stage and a factory, plus one line in
+// StandardChain; nothing in the core changes. docs/gateway.md ("The pipeline") shows the chain.
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "gateway/pipeline/pipeline.h"
+#include "identity/caller.h"
+
+namespace warden::audit {
+class AuditLog;
+}
+namespace warden::policy {
+class PolicyHolder;
+}
+
+namespace warden::gateway {
+
+class BuiltinTools;
+class KillSwitches;
+
+// What stages are built from; nothing is owned, all must outlive the pipeline. A stage that
+// needs a new service adds a field here; whoever builds the gateway sets it
+// (GatewayOptions::services), and the gateway core passes it through untouched.
+struct StageServices {
+  const policy::PolicyHolder* policy = nullptr;
+  const KillSwitches* kill_switches = nullptr;
+  const BuiltinTools* tools = nullptr;
+  audit::AuditLog* audit = nullptr;
+  identity::Caller caller;  // who calls when the transport says nothing (stdio: the local user)
+};
+
+// One link of a chain: the stage's stable name, how to build it, and whether it is final (runs
+// whatever happened before it, as audit does).
+struct ChainLink {
+  std::string_view name;
+  std::unique_ptr<Stage> (*make)(const StageServices& services);
+  bool final = false;
+};
+
+// identity -> kill_switches -> policy -> arguments -> execute, then audit as a final stage.
+const std::vector<ChainLink>& StandardChain();
+
+// The pipeline of `chain` (StandardChain() unless a test or bench builds its own), built from
+// `services`.
+std::unique_ptr<Pipeline> BuildPipeline(const StageServices& services,
+                                        const std::vector<ChainLink>& chain = StandardChain());
+
+}  // namespace warden::gateway

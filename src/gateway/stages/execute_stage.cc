@@ -1,0 +1,64 @@
+#include "gateway/stages/stages.h"
+
+namespace warden::gateway {
+
+StageOutcome ExecuteStage::Run(CallContext& call) {
+  if (call.forward) {
+    // Parked until the upstream answers: the pipeline goes on on the thread that delivers it.
+    call.park = [&call](std::function<void(StageOutcome)> resume) {
+      call.forward(call, [&call, resume = std::move(resume)](Result<CallResult> result) {
+        if (!result) {
+          // A kill switch or the client ended it: say why rather than the upstream's "cancelled".
+          std::string why = result.status().message();
+          if (call.cancel && call.cancel->cancelled())
+            why = "the call was cancelled (" + call.cancel->reason() + "): " + why;
+          resume(StageOutcome::Deny(Refusal::kInternal, why));
+          return;
+        }
+        call.result = std::move(*result);
+        resume(StageOutcome::Continue());
+      });
+    };
+    return StageOutcome{StageResult::kPause, Refusal::kNone, "waiting for the upstream", ""};
+  }
+  const BuiltinTool* tool = tools_.Find(call.tool);
+  if (tool == nullptr)
+    return StageOutcome::Deny(Refusal::kUnknownTool, "unknown tool: " + call.tool);
+  sandbox::Options profile = DefaultExecProfile();
+  if (call.policy) {
+    std::string name = call.decision ? call.decision->sandbox_profile : "";
+    const auto& profiles = call.policy->sandbox.profiles;
+    auto it = profiles.find(name.empty() ? std::string("default") : name);
+    if (it != profiles.end()) {
+      profile = it->second;
+    } else if (!name.empty()) {
+      return StageOutcome::Deny(Refusal::kInternal,
+                                "sandbox profile '" + name + "' is not defined");
+    }
+  }
+  if (tool->server == "sandbox") {
+    // Which isolation ran the code, and why, goes into the audit entry (issue 5: the backend
+    // chosen by profile or policy is recorded with its reason).
+    const std::string rule = call.decision ? call.decision->rule : "";
+    const bool named = call.decision && !call.decision->sandbox_profile.empty();
+    call.execution = "sandbox profile '" +
+                     (named ? call.decision->sandbox_profile : std::string("default")) + "'" +
+                     (named && !rule.empty() ? " from rule " + rule : "") + ", backend " +
+                     profile.backend;
+  }
+  ToolEnv env{.profile = std::move(profile), .policy = call.policy.get(), .cancel = call.cancel};
+  auto result = tool->run(call.arguments, env);
+  if (!result)
+    return StageOutcome::Deny(Refusal::kInvalidArguments, "invalid arguments for " + call.tool +
+                                                              ": " + result.status().message());
+  call.result = std::move(*result);
+  if (!call.result->execution.empty() && !call.execution.empty())
+    call.execution += " (" + call.result->execution + ")";
+  return StageOutcome::Continue();
+}
+
+std::unique_ptr<Stage> MakeExecuteStage(const StageServices& services) {
+  return std::make_unique<ExecuteStage>(*services.tools);
+}
+
+}  // namespace warden::gateway
