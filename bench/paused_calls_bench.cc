@@ -110,8 +110,8 @@ class InProcessUpstream : public upstream::Client {
                 std::chrono::milliseconds) override {
     json result;
     if (method == "tools/list") {
-      result = {{"tools", json::array({{{"name", "echo"},
-                                         {"inputSchema", {{"type", "object"}}}}})}};
+      result = {
+          {"tools", json::array({{{"name", "echo"}, {"inputSchema", {{"type", "object"}}}}})}};
     } else if (method == "tools/call") {
       const size_t n = params["arguments"].value("n", size_t{0});
       if (g_timeline && n < g_timeline->reached.size()) {
@@ -125,8 +125,8 @@ class InProcessUpstream : public upstream::Client {
     const uint64_t handle = ++next_;
     {
       std::lock_guard lock(mu_);
-      queue_.emplace_back(std::move(done), mcp::Response{mcp::Id(static_cast<int64_t>(handle)),
-                                                         std::move(result)});
+      queue_.emplace_back(std::move(done),
+                          mcp::Response{mcp::Id(static_cast<int64_t>(handle)), std::move(result)});
     }
     wake_.notify_one();
     return handle;
@@ -272,8 +272,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < calls; ++i) {
       Exchange exchange;
       exchange.reply = [&answered, &ok](mcp::Message m) {
-        if (const auto* r = std::get_if<mcp::Response>(&m);
-            r && !r->result.value("isError", false))
+        if (const auto* r = std::get_if<mcp::Response>(&m); r && !r->result.value("isError", false))
           ok.fetch_add(1);
         answered.fetch_add(1);
       };

@@ -116,8 +116,8 @@ TEST(Pipeline, AParkedStageResumesOnItsOwnThreadAndTheChainGoesOnThere) {
   auto [outcome, thread] = finished.get_future().get();
   EXPECT_EQ(outcome.result, StageResult::kContinue);
   EXPECT_NE(thread, std::this_thread::get_id());
-  EXPECT_EQ(trace, (std::vector<std::string>{"policy", "execute parks", "execute resumes",
-                                             "result", "audit"}));
+  EXPECT_EQ(trace, (std::vector<std::string>{"policy", "execute parks", "execute resumes", "result",
+                                             "audit"}));
   StageStats execute = p.Stats()[1];
   EXPECT_EQ(execute.name, "execute");
   EXPECT_EQ(execute.paused, 1u);  // when it parked
@@ -143,8 +143,8 @@ TEST(Pipeline, AParkedStageThatResumesWithADenialStopsTheChain) {
   EXPECT_EQ(out.result, StageResult::kDeny);
   EXPECT_EQ(out.reason, "upstream mail: server exited");
   EXPECT_EQ(call.verdict_stage, "execute");
-  EXPECT_EQ(trace, (std::vector<std::string>{"execute parks", "execute resumes",
-                                             "audit(after execute)"}));
+  EXPECT_EQ(trace,
+            (std::vector<std::string>{"execute parks", "execute resumes", "audit(after execute)"}));
 }
 
 TEST(Pipeline, PauseStopsTheChainLikeADenial) {
@@ -198,7 +198,9 @@ class TwoWayStage : public Stage {
  public:
   TwoWayStage(std::string name, std::vector<std::string>* trace,
               StageOutcome on_result = StageOutcome::Continue(), bool drop_streamed = false)
-      : name_(std::move(name)), trace_(trace), on_result_(std::move(on_result)),
+      : name_(std::move(name)),
+        trace_(trace),
+        on_result_(std::move(on_result)),
         drop_(drop_streamed) {}
   std::string_view name() const override { return name_; }
   StageOutcome Run(CallContext&) override {
@@ -307,7 +309,8 @@ TEST(PipelineResponsePath, StreamedMessagesPassEveryStageLastFirstAndMayBeDroppe
 
   Pipeline dropping;
   dropping.AddStage(std::make_unique<TwoWayStage>("identity", &trace));
-  dropping.AddStage(std::make_unique<TwoWayStage>("redact", &trace, StageOutcome::Continue(), true));
+  dropping.AddStage(
+      std::make_unique<TwoWayStage>("redact", &trace, StageOutcome::Continue(), true));
   trace.clear();
   mcp::Notification other{"notifications/progress", json{{"progress", 2}}};
   EXPECT_FALSE(dropping.Streamed(call, other));
@@ -337,10 +340,12 @@ TEST(CallStateTest, OneObjectPerTypeCreatedOnFirstUseAndMovedWithTheCall) {
 TEST(CallResultTest, TextIsTheTextOfEachKindOfResult) {
   EXPECT_EQ(CallResult::FromText("hello", false).Text(), "hello");
   CallResult resource;
-  resource.value = {{"contents", {{{"uri", "a://b"}, {"text", "one"}}, {{"uri", "a://c"}, {"blob", "AA=="}}}}};
+  resource.value = {
+      {"contents", {{{"uri", "a://b"}, {"text", "one"}}, {{"uri", "a://c"}, {"blob", "AA=="}}}}};
   EXPECT_EQ(resource.Text(), "one");
   CallResult prompt;
-  prompt.value = {{"messages", {{{"role", "user"}, {"content", {{"type", "text"}, {"text", "hi"}}}}}}};
+  prompt.value = {
+      {"messages", {{{"role", "user"}, {"content", {{"type", "text"}, {"text", "hi"}}}}}}};
   EXPECT_EQ(prompt.Text(), "hi");
   EXPECT_EQ(CallResult::FromError(-32002, "no such resource").Text(), "no such resource");
   CallResult other;

@@ -81,21 +81,21 @@ std::vector<ChainLink> ChainWithRedaction() {
 
 class ResponsePathTest : public ::testing::Test {
  protected:
-  void Start(int worker_threads) {
+  void Start(int worker_threads, const std::string& extra_args = "") {
     gw_ = std::make_unique<testing::TestGateway>(
         PolicyFromText("version: 1\nupstreams:\n  echo:\n    command: [/usr/bin/python3, \"" +
                        testing::EchoFixture() +
-                       "\", --resources]\ntools:\n  - match: { server: echo }\n    risk: low\n"
+                       "\", --resources" + extra_args + "]\ntools:\n  - match: { server: echo }\n    risk: low\n"
                        "defaults:\n  effect_by_risk: { low: allow, medium: allow, high: deny }\n"),
         dir_.File("warden.db"), identity::Caller{"", "tester", "", ""},
-        GatewayOptions{.worker_threads = worker_threads,
-                       .make_upstream =
-                           [](upstream::Spec spec, upstream::Events events,
-                              upstream::ClientOptions options) {
-                             return upstream::Client::Create(std::move(spec), std::move(events),
-                                                             std::move(options));
-                           },
-                       .chain = ChainWithRedaction()});
+        GatewayOptions{
+            .worker_threads = worker_threads,
+            .make_upstream =
+                [](upstream::Spec spec, upstream::Events events, upstream::ClientOptions options) {
+                  return upstream::Client::Create(std::move(spec), std::move(events),
+                                                  std::move(options));
+                },
+            .chain = ChainWithRedaction()});
     session_ = gw_->NewSession(identity::Caller{"", "tester", "", ""}, "sess-response");
     json init = Call(1, "initialize",
                      {{"protocolVersion", "2025-06-18"},
@@ -104,6 +104,7 @@ class ResponsePathTest : public ::testing::Test {
                     .get();
     ASSERT_TRUE(init.contains("result")) << init.dump();
     session_->Handle(mcp::Notification{"notifications/initialized", std::nullopt}, {});
+    if (!extra_args.empty()) return;  // the test lists itself
     json list = Call(2, "tools/list", json::object()).get();
     ASSERT_TRUE(list.contains("result")) << list.dump();
   }
@@ -139,7 +140,8 @@ class ResponsePathTest : public ::testing::Test {
 TEST_F(ResponsePathTest, AToolResultIsRewrittenOnTheWayBackAndAuditedAsRewritten) {
   Start(4);
   json reply =
-      Call(3, "tools/call", {{"name", "echo__echo"}, {"arguments", {{"text", "a SECRET b"}}}}).get();
+      Call(3, "tools/call", {{"name", "echo__echo"}, {"arguments", {{"text", "a SECRET b"}}}})
+          .get();
   EXPECT_EQ(Text(reply), "a [REDACTED] b") << reply.dump();
   auto tail = gw_->audit->Tail(1);
   ASSERT_TRUE(tail.ok());
@@ -163,7 +165,8 @@ TEST_F(ResponsePathTest, ResourcesPromptsAndCompletionsPassTheSameStages) {
 
   json prompts = Call(4, "prompts/list", json::object()).get();
   ASSERT_TRUE(prompts.contains("result")) << prompts.dump();
-  json prompt = Call(5, "prompts/get", {{"name", "echo__greet"}, {"arguments", {{"who", "x"}}}}).get();
+  json prompt =
+      Call(5, "prompts/get", {{"name", "echo__greet"}, {"arguments", {{"who", "x"}}}}).get();
   ASSERT_TRUE(prompt.contains("result")) << prompt.dump();
   EXPECT_EQ(prompt["result"]["messages"][0]["content"]["text"], "greet [REDACTED] x")
       << prompt.dump();
@@ -190,8 +193,9 @@ TEST_F(ResponsePathTest, ARefusedResultIsWithheldAndTheRefusalIsAudited) {
       Call(4, "tools/call", {{"name", "echo__echo"}, {"arguments", {{"text", "forbidden"}}}}).get();
   ASSERT_TRUE(call.contains("result")) << call.dump();
   EXPECT_EQ(call["result"]["isError"], true);
-  EXPECT_NE(Text(call).find("warden denied this call: the result mentions forbidden [rule: test.redact]"),
-            std::string::npos)
+  EXPECT_NE(
+      Text(call).find("warden denied this call: the result mentions forbidden [rule: test.redact]"),
+      std::string::npos)
       << call.dump();
   auto tail = gw_->audit->Tail(1);
   ASSERT_TRUE(tail.ok());
@@ -270,6 +274,22 @@ TEST_F(ResponsePathTest, ARelayedRequestWaitingForTheClientHoldsNoWorker) {
                    {});
   ASSERT_EQ(waiting.wait_for(20s), std::future_status::ready);
   EXPECT_EQ(Text(waiting.get()), "late");
+}
+
+TEST_F(ResponsePathTest, AListingWaitingForAStartingUpstreamHoldsNoWorker) {
+  // One worker and an upstream that takes 3 s to start: if resources/list waited on the worker,
+  // the next request could not be served before it.
+  Start(1, ", --start-delay, \"3\"");
+  auto list = Call(3, "resources/list", json::object());
+  auto refused = Call(4, "tools/call", {{"name", "web__fetch"}, {"arguments", {{"url", "http://x/"}}}});
+  ASSERT_EQ(refused.wait_for(2s), std::future_status::ready)
+      << "a listing waiting for a starting upstream held the only worker";
+  EXPECT_NE(list.wait_for(0s), std::future_status::ready) << "the upstream is still starting";
+  ASSERT_EQ(list.wait_for(30s), std::future_status::ready);
+  json listed = list.get();
+  ASSERT_TRUE(listed.contains("result")) << listed.dump();
+  ASSERT_EQ(listed["result"]["resources"].size(), 2u) << listed.dump();
+  EXPECT_EQ(listed["result"]["resources"][0]["uri"], "echo://note");
 }
 
 }  // namespace

@@ -58,7 +58,8 @@ std::string CallResult::Text() const {
     if (auto it = value.find("contents"); it != value.end()) AppendTexts(*it, text);
     if (auto it = value.find("messages"); it != value.end() && it->is_array()) {
       for (const nlohmann::json& m : *it) {
-        if (m.is_object() && m.contains("content")) AppendTexts(nlohmann::json::array({m["content"]}), text);
+        if (m.is_object() && m.contains("content"))
+          AppendTexts(nlohmann::json::array({m["content"]}), text);
       }
     }
   }
@@ -127,7 +128,8 @@ void Pipeline::Step(CallContext& call, std::size_t next, Done done) {
       const Clock::time_point parked_at = Clock::now();
       CountPause(stages_[i]);
       // The thread that resumes carries the chain on; this one returns.
-      park([this, &call, i, started, parked_at, done = std::move(done)](StageOutcome resumed) mutable {
+      park([this, &call, i, started, parked_at,
+            done = std::move(done)](StageOutcome resumed) mutable {
         if (Settle(call, i, std::move(resumed), started, parked_at))
           Step(call, i + 1, std::move(done));
         else

@@ -65,7 +65,7 @@ struct CallResult {
   nlohmann::json value = nlohmann::json::object();
   bool is_error = false;   // the CallToolResult's isError, or true for rpc_error
   bool rpc_error = false;  // value is the JSON-RPC error object {code, message, data?}
-  std::string execution;   // how the tool ran, when it knows more than the stage ("pre-warmed pool")
+  std::string execution;  // how the tool ran, when it knows more than the stage ("pre-warmed pool")
 
   // A CallToolResult with one text content.
   static CallResult FromText(std::string text, bool is_error);
@@ -231,9 +231,10 @@ struct StageStats {
 
 // Runs stages in order. Ordinary stages stop at the first one that does not continue; when all
 // of them continued and the call has a result, the response path runs (OnResult, last stage
-// first); final stages (audit) run after that whatever happened, and a final stage that denies turns the whole
-// call into that denial (the audit stage does so when the entry could not be written: the result
-// must not go back unrecorded). Thread-safe to Run once built; Add* only before the first Run.
+// first); final stages (audit) run after that whatever happened, and a final stage that denies
+// turns the whole call into that denial (the audit stage does so when the entry could not be
+// written: the result must not go back unrecorded). Thread-safe to Run once built; Add* only before
+// the first Run.
 class Pipeline {
  public:
   void AddStage(std::unique_ptr<Stage> stage);
@@ -273,8 +274,8 @@ class Pipeline {
   // The response path: OnResult of every ordinary stage, last first, until one refuses.
   void Respond(CallContext& call);
   // Records how stage `index` ended; false when the chain stops there.
-  bool Settle(CallContext& call, std::size_t index, StageOutcome outcome,
-              Clock::time_point started, std::optional<Clock::time_point> parked_at);
+  bool Settle(CallContext& call, std::size_t index, StageOutcome outcome, Clock::time_point started,
+              std::optional<Clock::time_point> parked_at);
   void Finish(CallContext& call, const Done& done);
 
   std::vector<Entry> stages_, final_stages_;

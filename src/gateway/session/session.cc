@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "gateway/gateway.h"
-#include "identity/identity.h"
 #include "gateway/session/session_upstreams.h"
+#include "identity/identity.h"
 #include "mcp/protocol_version.h"
 
 namespace warden::gateway {
@@ -42,7 +42,6 @@ constexpr int kDeniedByPolicy = -32003;
 constexpr int kUpstreamBusyRetrySeconds = 5;
 
 }  // namespace
-
 
 McpSession::McpSession(GatewayCore& core, identity::Caller caller, SessionOptions options)
     : core_(core), caller_(std::move(caller)), options_(std::move(options)) {
@@ -120,7 +119,7 @@ void McpSession::HandleNotification(const mcp::Notification& note) {
   if (note.method == "notifications/cancelled") {
     if (!note.params || !note.params->is_object() || !note.params->contains("requestId")) return;
     const json& rid = (*note.params)["requestId"];
-    std::string key = rid.is_string() ? mcp::Id(rid.get<std::string>()).ToString()
+    std::string key = rid.is_string()           ? mcp::Id(rid.get<std::string>()).ToString()
                       : rid.is_number_integer() ? mcp::Id(rid.get<int64_t>()).ToString()
                                                 : "";
     std::string reason = note.params->value("reason", std::string("cancelled by the client"));
@@ -158,9 +157,10 @@ void McpSession::HandleRequest(const mcp::Request& request, Exchange exchange) {
     return reply_now(mcp::MakeError(request.id, mcp::kInvalidRequest,
                                     "server not initialized: send initialize before " + m));
   if (m == "tools/list")
-    return Run(request, std::move(exchange), [this](const mcp::Request& r, InFlight& f, Reply reply) {
-      ListTools(r, f, std::move(reply));
-    });
+    return Run(request, std::move(exchange),
+               [this](const mcp::Request& r, InFlight& f, Reply reply) {
+                 ListTools(r, f, std::move(reply));
+               });
   if (m == "tools/call")
     return Run(request, std::move(exchange),
                [this](const mcp::Request& r, InFlight& f, Reply reply) {
@@ -347,7 +347,8 @@ json McpSession::client_capabilities() const {
 
 void McpSession::ListTools(const mcp::Request& request, InFlight& flight, Reply reply) {
   auto self = shared_from_this();
-  auto answer = [self, id = request.id, reply = std::move(reply)](std::vector<json> upstream_tools) {
+  auto answer = [self, id = request.id,
+                 reply = std::move(reply)](std::vector<json> upstream_tools) {
     json list = json::array();
     std::shared_ptr<const policy::Policy> policy = self->core_.policy().Current();
     if (policy) {
@@ -373,8 +374,8 @@ void McpSession::CallTool(const mcp::Request& request, InFlight& flight, Reply r
   const json* params = request.params ? &*request.params : nullptr;
   if (params == nullptr || !params->is_object() || !params->contains("name") ||
       !(*params)["name"].is_string())
-    return reply(mcp::MakeError(request.id, mcp::kInvalidParams,
-                                "tools/call needs params.name (a string)"));
+    return reply(
+        mcp::MakeError(request.id, mcp::kInvalidParams, "tools/call needs params.name (a string)"));
   // Shared: when an upstream serves the tool the pipeline finishes on the upstream's thread.
   auto call = std::make_shared<CallContext>();
   call->tenant = caller_.tenant;
@@ -412,7 +413,8 @@ mcp::Message McpSession::ReplyFor(const mcp::Id& id, const CallContext& call,
   const bool tool = call.method == "tools/call";
   switch (outcome.result) {
     case StageResult::kContinue: {
-      if (!call.result) return mcp::MakeError(id, mcp::kInternalError, "the call ended without a result");
+      if (!call.result)
+        return mcp::MakeError(id, mcp::kInternalError, "the call ended without a result");
       const CallResult& r = *call.result;
       if (!r.rpc_error) return mcp::Response{id, r.value};
       mcp::ErrorResponse error{id, mcp::kInternalError, "", std::nullopt};
@@ -441,8 +443,9 @@ mcp::Message McpSession::ReplyFor(const mcp::Id& id, const CallContext& call,
       if (tool) return mcp::Response{id, CallResult::FromText(outcome.reason, true).value};
       return mcp::MakeError(id, mcp::kInvalidParams, outcome.reason);
     case Refusal::kDenied: {
-      std::string text = std::string(tool ? "warden denied this call: " : "warden denied this request: ") +
-                         outcome.reason;
+      std::string text =
+          std::string(tool ? "warden denied this call: " : "warden denied this request: ") +
+          outcome.reason;
       if (!outcome.rule.empty()) text += " [rule: " + outcome.rule + "]";
       if (tool) return mcp::Response{id, CallResult::FromText(text, true).value};
       return mcp::MakeError(id, kDeniedByPolicy, text);
@@ -464,7 +467,8 @@ void McpSession::Forward(const mcp::Request& request, InFlight& flight, Reply re
   if (!upstreams_ || !upstreams_->Any()) {
     // Built-ins only: empty lists, and nothing to read.
     const std::string& m = request.method;
-    if (m == "resources/list") return reply(mcp::Response{request.id, {{"resources", json::array()}}});
+    if (m == "resources/list")
+      return reply(mcp::Response{request.id, {{"resources", json::array()}}});
     if (m == "resources/templates/list")
       return reply(mcp::Response{request.id, {{"resourceTemplates", json::array()}}});
     if (m == "prompts/list") return reply(mcp::Response{request.id, {{"prompts", json::array()}}});
@@ -505,10 +509,10 @@ void McpSession::Decided(const mcp::Request& request, InFlight* flight,
   call->forward = [send = std::move(send)](CallContext&, CallContext::ForwardDone done) {
     send([done = std::move(done)](mcp::Message message) { done(ResultOfReply(message)); });
   };
-  core_.pipeline().RunAsync(*call, [call, id = request.id, reply = std::move(reply)](
-                                       const StageOutcome& outcome) {
-    reply(ReplyFor(id, *call, outcome));
-  });
+  core_.pipeline().RunAsync(
+      *call, [call, id = request.id, reply = std::move(reply)](const StageOutcome& outcome) {
+        reply(ReplyFor(id, *call, outcome));
+      });
 }
 
 }  // namespace warden::gateway

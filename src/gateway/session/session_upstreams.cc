@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <future>
 #include <mutex>
 
 #include "gateway/gateway.h"
@@ -189,13 +188,13 @@ void SessionUpstreams::RouteNow(CallContext& call, const json& params, McpSessio
     json forwarded = params;
     forwarded["name"] = upstream_name;
     call.forward = [self = shared_from_this(), e, f, forwarded](CallContext& c,
-                                                               CallContext::ForwardDone done) {
+                                                                CallContext::ForwardDone done) {
       json p = forwarded;
       p["arguments"] = c.arguments;
       self->SendAsync(*e, "tools/call", std::move(p), f,
-                [name = e->name, done = std::move(done)](mcp::Message reply) {
-                  done(ToolResultOf(name, reply));
-                });
+                      [name = e->name, done = std::move(done)](mcp::Message reply) {
+                        done(ToolResultOf(name, reply));
+                      });
     };
     return;
   }
@@ -205,12 +204,11 @@ void SessionUpstreams::RouteNow(CallContext& call, const json& params, McpSessio
   call.server = not_ready->name;
   flight.upstream = not_ready->name;
   std::string why = not_ready->instance->error();
-  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          core_.options().upstream_ready_timeout)
-                          .count();
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::milliseconds>(core_.options().upstream_ready_timeout)
+          .count();
   std::string message = "upstream " + not_ready->name + " is not ready";
-  message += why.empty() ? " (still starting after " + std::to_string(waited) + " ms)"
-                         : ": " + why;
+  message += why.empty() ? " (still starting after " + std::to_string(waited) + " ms)" : ": " + why;
   call.forward = [message](CallContext&, CallContext::ForwardDone done) {
     done(Status::Error(message));
   };
@@ -258,45 +256,28 @@ void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json p
     bool finished = false;
   };
   auto sent = std::make_shared<Sent>();
-  uint64_t handle = client->Send(
-      method, std::move(params),
-      [self = shared_from_this(), flight, token, sent,
-       done = std::move(done)](mcp::Message reply) mutable {
-        {
-          std::lock_guard lock(sent->mu);
-          if (sent->finished) return;
-          sent->finished = true;
-          if (flight) flight->cancel->OnCancel({});
-        }
-        if (!token.empty()) {
-          std::lock_guard lock(self->mu_);
-          self->progress_.erase(token);
-        }
-        done(std::move(reply));
-      });
+  uint64_t handle = client->Send(method, std::move(params),
+                                 [self = shared_from_this(), flight, token, sent,
+                                  done = std::move(done)](mcp::Message reply) mutable {
+                                   {
+                                     std::lock_guard lock(sent->mu);
+                                     if (sent->finished) return;
+                                     sent->finished = true;
+                                     if (flight) flight->cancel->OnCancel({});
+                                   }
+                                   if (!token.empty()) {
+                                     std::lock_guard lock(self->mu_);
+                                     self->progress_.erase(token);
+                                   }
+                                   done(std::move(reply));
+                                 });
   if (flight) {
     std::lock_guard lock(sent->mu);
     if (!sent->finished) {
-      flight->cancel->OnCancel([client, handle, cancel = flight->cancel] {
-        client->Cancel(handle, cancel->reason());
-      });
+      flight->cancel->OnCancel(
+          [client, handle, cancel = flight->cancel] { client->Cancel(handle, cancel->reason()); });
     }
   }
-}
-
-Result<json> SessionUpstreams::ListAll(Entry& entry, const std::string& method,
-                                       const char* member) {
-  return ListAllPages(entry.name, method, member,
-                      [&](json params) { return SendAndWait(entry, method, params, nullptr); });
-}
-
-mcp::Message SessionUpstreams::SendAndWait(Entry& entry, const std::string& method, json params,
-                                           McpSession::InFlight* flight) {
-  std::promise<mcp::Message> promise;
-  std::future<mcp::Message> future = promise.get_future();
-  SendAsync(entry, method, std::move(params), flight,
-            [&promise](mcp::Message reply) { promise.set_value(std::move(reply)); });
-  return future.get();
 }
 
 std::shared_ptr<CallContext> SessionUpstreams::ContextFor(const identity::Caller& caller,
@@ -339,34 +320,6 @@ void SessionUpstreams::AddTemplateOwner(std::string prefix, Entry* owner) {
   template_owner_.emplace_back(std::move(prefix), owner);
 }
 
-SessionUpstreams::Entry* SessionUpstreams::FindOwnerOfUri(const std::string& uri) {
-  if (Entry* owner = OwnerOfUri(uri)) return owner;
-  // Not seen in a listing of this session: a client may read a URI it knows without listing
-  // first. One upstream with resources is the only one that can know; with several, list them.
-  std::vector<Entry*> with_resources;
-  for (auto& entry : entries_) {
-    if (!entry->client().WaitReady(core_.options().upstream_ready_timeout)) continue;
-    if (entry->client().info().capabilities.contains("resources")) with_resources.push_back(entry.get());
-  }
-  if (with_resources.size() == 1) return with_resources.front();
-  for (Entry* entry : with_resources) {
-    for (auto [method, member] : {std::pair{"resources/list", "resources"},
-                                  std::pair{"resources/templates/list", "resourceTemplates"}}) {
-      auto items = ListAll(*entry, method, member);
-      if (!items) continue;
-      std::lock_guard lock(mu_);
-      for (const json& item : *items) {
-        if (!item.is_object()) continue;
-        if (item.contains("uri") && item["uri"].is_string())
-          uri_owner_[item["uri"].get<std::string>()] = entry;
-        else if (item.contains("uriTemplate") && item["uriTemplate"].is_string())
-          AddTemplateOwner(TemplatePrefix(item["uriTemplate"].get<std::string>()), entry);
-      }
-    }
-  }
-  return OwnerOfUri(uri);
-}
-
 SessionUpstreams::Entry* SessionUpstreams::ByExposedPrompt(const std::string& name,
                                                            std::string* upstream_name) {
   {
@@ -390,6 +343,182 @@ SessionUpstreams::Entry* SessionUpstreams::ByExposedPrompt(const std::string& na
   return nullptr;
 }
 
+void SessionUpstreams::ListAllAsync(Entry& entry, const std::string& method, const char* member,
+                                    std::function<void(Result<json>)> done) {
+  // One page at a time (following nextCursor, at most 100 pages), holding no thread between.
+  struct Pages {
+    json all = json::array();
+    int page = 0;
+    std::function<void(json cursor)> next;
+  };
+  auto pages = std::make_shared<Pages>();
+  auto self = shared_from_this();
+  Entry* e = &entry;
+  // `next` holds the pages weakly (no cycle); the request in flight holds them.
+  std::weak_ptr<Pages> weak = pages;
+  pages->next = [self, e, method, member, weak, done = std::move(done)](json cursor) {
+    auto held = weak.lock();
+    if (!held) return;
+    json params = json::object();
+    if (!cursor.is_null()) params["cursor"] = std::move(cursor);
+    self->SendAsync(
+        *e, method, std::move(params), nullptr,
+        [e, method, member, pages = held, done](mcp::Message reply) {
+          if (auto* err = std::get_if<mcp::ErrorResponse>(&reply))
+            return done(Status::Error(method + " on upstream " + e->name + ": " + err->message));
+          const json& result = std::get<mcp::Response>(reply).result;
+          if (result.is_object() && result.contains(member) && result[member].is_array()) {
+            for (const json& item : result[member]) pages->all.push_back(item);
+          }
+          if (!result.is_object() || !result.contains("nextCursor") ||
+              result["nextCursor"].is_null() || ++pages->page >= 100)
+            return done(std::move(pages->all));
+          pages->next(result["nextCursor"]);
+        });
+  };
+  pages->next(json());
+}
+
+std::vector<SessionUpstreams::Entry*> SessionUpstreams::AllEntries() {
+  std::vector<Entry*> all;
+  for (auto& entry : entries_) all.push_back(entry.get());
+  return all;
+}
+
+void SessionUpstreams::MergedList(const mcp::Request& request, McpSession::InFlight& flight,
+                                  const policy::CallContext& who,
+                                  std::function<void(mcp::Message)> reply) {
+  const std::string m = request.method;
+  const bool prompts = m == "prompts/list";
+  const char* member = prompts                 ? "prompts"
+                       : m == "resources/list" ? "resources"
+                                               : "resourceTemplates";
+  const char* cap = prompts ? "prompts" : "resources";
+  const char* gate = prompts ? "prompts/get" : "resources/read";
+  auto self = shared_from_this();
+  McpSession::InFlight* f = &flight;
+  // Waits for upstreams still starting without a thread; then lists every one the caller may
+  // read from, at once, and merges them in the policy's order.
+  WaitListed(AllEntries(), /*through_restarts=*/false, flight,
+             [self, f, m, prompts, member, cap, gate, who, id = request.id,
+              reply = std::move(reply)]() mutable {
+               f->cancel->OnCancel({});
+               std::shared_ptr<const policy::Policy> policy = self->core_.policy().Current();
+               std::vector<Entry*> sources;
+               for (auto& entry : self->entries_) {
+                 if (!policy || entry->client().state() != upstream::State::kReady) continue;
+                 if (!entry->client().info().capabilities.contains(cap)) continue;
+                 if (!policy::Visible(*policy, who, MethodToolName(entry->name, gate), {}))
+                   continue;
+                 sources.push_back(entry.get());
+               }
+               struct Merge {
+                 std::mutex mu;
+                 std::vector<Result<json>> items;
+                 size_t left;
+               };
+               auto merge = std::make_shared<Merge>();
+               merge->items.assign(sources.size(), Status::Error("not listed"));
+               merge->left = sources.size();
+               auto finish = [self, merge, sources, prompts, member, id, reply = std::move(reply)] {
+                 json merged = json::array();
+                 {
+                   std::lock_guard lock(self->mu_);
+                   for (size_t k = 0; k < sources.size(); ++k) {
+                     Entry* entry = sources[k];
+                     if (!merge->items[k])
+                       continue;  // one failing upstream does not hide the others
+                     for (json& item : *merge->items[k]) {
+                       if (!item.is_object()) continue;
+                       if (prompts && item.contains("name") && item["name"].is_string()) {
+                         std::string upstream_name = item["name"].get<std::string>();
+                         std::string exposed = ExposedName(entry->prefix, upstream_name);
+                         self->prompt_owner_[exposed] = {entry, upstream_name};
+                         item["name"] = exposed;
+                       } else if (item.contains("uri") && item["uri"].is_string()) {
+                         self->uri_owner_[item["uri"].get<std::string>()] = entry;
+                       } else if (item.contains("uriTemplate") && item["uriTemplate"].is_string()) {
+                         self->AddTemplateOwner(
+                             TemplatePrefix(item["uriTemplate"].get<std::string>()), entry);
+                       }
+                       merged.push_back(std::move(item));
+                     }
+                   }
+                 }
+                 reply(mcp::Response{id, {{member, std::move(merged)}}});
+               };
+               if (sources.empty()) return finish();
+               auto shared_finish = std::make_shared<decltype(finish)>(std::move(finish));
+               for (size_t k = 0; k < sources.size(); ++k) {
+                 self->ListAllAsync(*sources[k], m, member,
+                                    [merge, k, shared_finish](Result<json> items) {
+                                      {
+                                        std::lock_guard lock(merge->mu);
+                                        merge->items[k] = std::move(items);
+                                        if (--merge->left > 0) return;
+                                      }
+                                      (*shared_finish)();
+                                    });
+               }
+             });
+}
+
+void SessionUpstreams::WithOwnerOfUri(const std::string& uri, McpSession::InFlight& flight,
+                                      std::function<void(Entry*)> then) {
+  if (Entry* owner = OwnerOfUri(uri)) return then(owner);
+  // Not seen in a listing of this session: a client may read a URI it knows without listing
+  // first. One upstream with resources is the only one that can know; with several, list them.
+  auto self = shared_from_this();
+  McpSession::InFlight* f = &flight;
+  WaitListed(
+      AllEntries(), /*through_restarts=*/false, flight,
+      [self, f, uri, then = std::move(then)]() mutable {
+        f->cancel->OnCancel({});
+        std::vector<Entry*> with_resources;
+        for (auto& entry : self->entries_) {
+          if (entry->client().state() != upstream::State::kReady) continue;
+          if (entry->client().info().capabilities.contains("resources"))
+            with_resources.push_back(entry.get());
+        }
+        if (with_resources.size() == 1) return then(with_resources.front());
+        if (with_resources.empty()) return then(nullptr);
+        struct Left {
+          std::mutex mu;
+          size_t count;
+        };
+        auto left = std::make_shared<Left>();
+        left->count = with_resources.size() * 2;
+        auto shared_then = std::make_shared<std::function<void(Entry*)>>(std::move(then));
+        for (Entry* entry : with_resources) {
+          for (auto [method, member] :
+               {std::pair{"resources/list", "resources"},
+                std::pair{"resources/templates/list", "resourceTemplates"}}) {
+            self->ListAllAsync(
+                *entry, method, member, [self, entry, left, uri, shared_then](Result<json> items) {
+                  {
+                    std::lock_guard lock(self->mu_);
+                    if (items) {
+                      for (const json& item : *items) {
+                        if (!item.is_object()) continue;
+                        if (item.contains("uri") && item["uri"].is_string())
+                          self->uri_owner_[item["uri"].get<std::string>()] = entry;
+                        else if (item.contains("uriTemplate") && item["uriTemplate"].is_string())
+                          self->AddTemplateOwner(
+                              TemplatePrefix(item["uriTemplate"].get<std::string>()), entry);
+                      }
+                    }
+                  }
+                  {
+                    std::lock_guard lock(left->mu);
+                    if (--left->count > 0) return;
+                  }
+                  (*shared_then)(self->OwnerOfUri(uri));
+                });
+          }
+        }
+      });
+}
+
 void SessionUpstreams::Forward(const mcp::Request& request, McpSession::InFlight& flight,
                                const identity::Caller& caller, const std::string& session_id,
                                std::function<void(mcp::Message)> reply) {
@@ -400,117 +529,119 @@ void SessionUpstreams::Forward(const mcp::Request& request, McpSession::InFlight
   policy::CallContext who{caller.tenant, caller.user, caller.agent, caller.scope};
 
   // Lists: merged across upstreams the caller may read from; one page.
-  if (m == "resources/list" || m == "resources/templates/list" || m == "prompts/list") {
-    const bool prompts = m == "prompts/list";
-    const char* member = prompts ? "prompts" : m == "resources/list" ? "resources" : "resourceTemplates";
-    const char* cap = prompts ? "prompts" : "resources";
-    const char* gate = prompts ? "prompts/get" : "resources/read";
-    json merged = json::array();
-    for (auto& entry : entries_) {
-      if (!entry->client().WaitReady(core_.options().upstream_ready_timeout)) continue;
-      if (!entry->client().info().capabilities.contains(cap)) continue;
-      if (!policy::Visible(*policy, who, MethodToolName(entry->name, gate), {})) continue;
-      auto items = ListAll(*entry, m, member);
-      if (!items) continue;  // one failing upstream does not hide the others
-      std::lock_guard lock(mu_);
-      for (json& item : *items) {
-        if (!item.is_object()) continue;
-        if (prompts && item.contains("name") && item["name"].is_string()) {
-          std::string upstream_name = item["name"].get<std::string>();
-          std::string exposed = ExposedName(entry->prefix, upstream_name);
-          prompt_owner_[exposed] = {entry.get(), upstream_name};
-          item["name"] = exposed;
-        } else if (item.contains("uri") && item["uri"].is_string()) {
-          uri_owner_[item["uri"].get<std::string>()] = entry.get();
-        } else if (item.contains("uriTemplate") && item["uriTemplate"].is_string()) {
-          AddTemplateOwner(TemplatePrefix(item["uriTemplate"].get<std::string>()), entry.get());
-        }
-        merged.push_back(std::move(item));
-      }
-    }
-    return reply(mcp::Response{request.id, {{member, std::move(merged)}}});
-  }
+  if (m == "resources/list" || m == "resources/templates/list" || m == "prompts/list")
+    return MergedList(request, flight, who, std::move(reply));
 
+  auto self = shared_from_this();
+  McpSession::InFlight* f = &flight;
   if (m == "logging/setLevel") {
-    std::vector<Entry*> targets;
-    for (auto& entry : entries_) {
-      // The log of a shared instance goes to no session (upstream_instances.h): its level is
-      // not one session's to set.
-      if (entry->instance->shared_between_users()) continue;
-      if (!entry->client().WaitReady(core_.options().upstream_ready_timeout)) continue;
-      if (!entry->client().info().capabilities.contains("logging")) continue;
-      targets.push_back(entry.get());
-    }
-    if (targets.empty()) return reply(mcp::Response{request.id, json::object()});
-    // Each upstream's setLevel is its own decision (one audit entry each); the client gets one
-    // answer once all are done, whatever each said.
-    struct Left {
-      std::atomic<size_t> count;
-      std::function<void(mcp::Message)> reply;
-    };
-    auto left = std::make_shared<Left>();
-    left->count = targets.size();
-    left->reply = std::move(reply);
-    McpSession::InFlight* f = &flight;
-    for (Entry* e : targets) {
-      session_.Decided(
-          request, nullptr, ContextFor(caller, session_id, *e, m, params),
-          [self = shared_from_this(), e, m, params, f](std::function<void(mcp::Message)> done) {
-            self->SendAsync(*e, m, params, f, std::move(done));
-          },
-          [left, id = request.id](mcp::Message) {
-            if (left->count.fetch_sub(1) == 1) left->reply(mcp::Response{id, json::object()});
-          });
-    }
+    WaitListed(AllEntries(), /*through_restarts=*/false, flight,
+               [self, f, request, params, caller, session_id, reply = std::move(reply)]() mutable {
+                 f->cancel->OnCancel({});
+                 std::vector<Entry*> targets;
+                 for (auto& entry : self->entries_) {
+                   // The log of a shared instance goes to no session (upstream_instances.h): its
+                   // level is not one session's to set.
+                   if (entry->instance->shared_between_users()) continue;
+                   if (entry->client().state() != upstream::State::kReady) continue;
+                   if (!entry->client().info().capabilities.contains("logging")) continue;
+                   targets.push_back(entry.get());
+                 }
+                 if (targets.empty()) return reply(mcp::Response{request.id, json::object()});
+                 // Each upstream's setLevel is its own decision (one audit entry each); the client
+                 // gets one answer once all are done, whatever each said.
+                 struct Left {
+                   std::atomic<size_t> count;
+                   std::function<void(mcp::Message)> reply;
+                 };
+                 auto left = std::make_shared<Left>();
+                 left->count = targets.size();
+                 left->reply = std::move(reply);
+                 for (Entry* e : targets) {
+                   self->session_.Decided(
+                       request, nullptr,
+                       self->ContextFor(caller, session_id, *e, request.method, params),
+                       [self, e, request, params, f](std::function<void(mcp::Message)> done) {
+                         self->SendAsync(*e, request.method, params, f, std::move(done));
+                       },
+                       [left, id = request.id](mcp::Message) {
+                         if (left->count.fetch_sub(1) == 1)
+                           left->reply(mcp::Response{id, json::object()});
+                       });
+                 }
+               });
     return;
   }
 
-  Entry* owner = nullptr;
-  json forwarded = params;
+  // The rest goes to one upstream, found from this session's listings.
+  auto to_owner = [self, f, request, params, caller, session_id](
+                      Entry* owner, json forwarded, std::function<void(mcp::Message)> reply) {
+    const std::string& method = request.method;
+    f->upstream = owner->name;
+    auto call = self->ContextFor(caller, session_id, *owner, method, params);
+    if (method == "resources/subscribe" || method == "resources/unsubscribe")
+      return self->Subscription(request, *f, std::move(call), *owner,
+                                params["uri"].get<std::string>(), std::move(reply));
+    self->session_.Decided(
+        request, f, std::move(call),
+        [self, owner, method, forwarded, f](std::function<void(mcp::Message)> done) {
+          self->SendAsync(*owner, method, forwarded, f, std::move(done));
+        },
+        std::move(reply));
+  };
+  const json ref = params.value("ref", json::object());
+  const std::string ref_type = ref.is_object() ? ref.value("type", "") : "";
+  std::string uri;
   if (m == "resources/read" || m == "resources/subscribe" || m == "resources/unsubscribe") {
     if (!params.contains("uri") || !params["uri"].is_string())
       return reply(LocalError(request.id, mcp::kInvalidParams, m + " needs params.uri (a string)"));
-    owner = FindOwnerOfUri(params["uri"].get<std::string>());
-    if (!owner)
-      return reply(LocalError(request.id, mcp::kResourceNotFound,
-                        "Resource not found: " + params["uri"].get<std::string>()));
-  } else if (m == "prompts/get") {
-    if (!params.contains("name") || !params["name"].is_string())
-      return reply(LocalError(request.id, mcp::kInvalidParams, "prompts/get needs params.name (a string)"));
-    std::string upstream_name;
-    owner = ByExposedPrompt(params["name"].get<std::string>(), &upstream_name);
-    if (!owner)
-      return reply(LocalError(request.id, mcp::kInvalidParams,
-                        "unknown prompt: " + params["name"].get<std::string>()));
-    forwarded["name"] = upstream_name;
-  } else if (m == "completion/complete") {
-    const json ref = params.value("ref", json::object());
-    const std::string type = ref.is_object() ? ref.value("type", "") : "";
-    if (type == "ref/prompt" && ref.contains("name") && ref["name"].is_string()) {
-      std::string upstream_name;
-      owner = ByExposedPrompt(ref["name"].get<std::string>(), &upstream_name);
-      if (owner) forwarded["ref"]["name"] = upstream_name;
-    } else if (type == "ref/resource" && ref.contains("uri") && ref["uri"].is_string()) {
-      owner = FindOwnerOfUri(ref["uri"].get<std::string>());
-    } else {
-      return reply(LocalError(request.id, mcp::kInvalidParams,
-                        "completion/complete needs params.ref of type ref/prompt or ref/resource"));
-    }
-    if (!owner) return reply(LocalError(request.id, mcp::kInvalidParams, "unknown completion reference"));
+    uri = params["uri"].get<std::string>();
+  } else if (m == "completion/complete" && ref_type == "ref/resource" && ref.contains("uri") &&
+             ref["uri"].is_string()) {
+    uri = ref["uri"].get<std::string>();
   }
-  if (!owner) return reply(LocalError(request.id, mcp::kMethodNotFound, "Method not found: " + m));
-  flight.upstream = owner->name;
-  auto call = ContextFor(caller, session_id, *owner, m, params);
-  if (m == "resources/subscribe" || m == "resources/unsubscribe")
-    return Subscription(request, flight, std::move(call), *owner, params["uri"].get<std::string>(),
-                        std::move(reply));
-  McpSession::InFlight* f = &flight;
-  session_.Decided(
-      request, &flight, std::move(call),
-      [self = shared_from_this(), owner, m, forwarded, f](std::function<void(mcp::Message)> done) {
-        self->SendAsync(*owner, m, forwarded, f, std::move(done));
-      },
-      std::move(reply));
+  if (!uri.empty()) {
+    const bool resource = m != "completion/complete";
+    WithOwnerOfUri(
+        uri, flight,
+        [to_owner, params, uri, resource, id = request.id,
+         reply = std::move(reply)](Entry* owner) mutable {
+          if (owner) return to_owner(owner, params, std::move(reply));
+          if (resource)
+            return reply(LocalError(id, mcp::kResourceNotFound, "Resource not found: " + uri));
+          reply(LocalError(id, mcp::kInvalidParams, "unknown completion reference"));
+        });
+    return;
+  }
+  json forwarded = params;
+  if (m == "prompts/get") {
+    if (!params.contains("name") || !params["name"].is_string())
+      return reply(
+          LocalError(request.id, mcp::kInvalidParams, "prompts/get needs params.name (a string)"));
+    std::string upstream_name;
+    Entry* owner = ByExposedPrompt(params["name"].get<std::string>(), &upstream_name);
+    if (!owner)
+      return reply(LocalError(request.id, mcp::kInvalidParams,
+                              "unknown prompt: " + params["name"].get<std::string>()));
+    forwarded["name"] = upstream_name;
+    return to_owner(owner, std::move(forwarded), std::move(reply));
+  }
+  if (m == "completion/complete") {
+    if (ref_type != "ref/prompt" || !ref.contains("name") || !ref["name"].is_string()) {
+      if (ref_type == "ref/resource")
+        return reply(LocalError(request.id, mcp::kInvalidParams, "unknown completion reference"));
+      return reply(
+          LocalError(request.id, mcp::kInvalidParams,
+                     "completion/complete needs params.ref of type ref/prompt or ref/resource"));
+    }
+    std::string upstream_name;
+    Entry* owner = ByExposedPrompt(ref["name"].get<std::string>(), &upstream_name);
+    if (!owner)
+      return reply(LocalError(request.id, mcp::kInvalidParams, "unknown completion reference"));
+    forwarded["ref"]["name"] = upstream_name;
+    return to_owner(owner, std::move(forwarded), std::move(reply));
+  }
+  reply(LocalError(request.id, mcp::kMethodNotFound, "Method not found: " + m));
 }
 
 void SessionUpstreams::Subscription(const mcp::Request& request, McpSession::InFlight& flight,
@@ -574,7 +705,8 @@ void SessionUpstreams::OnInstanceNotification(UpstreamInstance& instance,
   if (!entry) return;
   const std::string& m = note.method;
   if (m == "notifications/progress") {
-    if (!note.params || !note.params->is_object() || !note.params->contains("progressToken")) return;
+    if (!note.params || !note.params->is_object() || !note.params->contains("progressToken"))
+      return;
     const json& t = (*note.params)["progressToken"];
     if (!t.is_string()) return;
     Progress p;

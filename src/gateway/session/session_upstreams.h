@@ -12,8 +12,6 @@
 
 #include <atomic>
 #include <boost/asio/steady_timer.hpp>
-#include <condition_variable>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +23,7 @@
 #include "gateway/session/session.h"
 #include "gateway/session/upstream_instances.h"
 #include "policy/model.h"
+#include "policy/policy.h"
 #include "upstream/client.h"
 
 namespace warden::gateway {
@@ -105,20 +104,24 @@ class SessionUpstreams : public std::enable_shared_from_this<SessionUpstreams>,
                  McpSession::InFlight* flight, std::function<void(mcp::Message)> done);
   // A tools/call reply as the execute stage wants it.
   static Result<CallResult> ToolResultOf(const std::string& upstream, const mcp::Message& reply);
-  // SendAsync, waiting on this thread.
-  mcp::Message SendAndWait(Entry& entry, const std::string& method, nlohmann::json params,
-                           McpSession::InFlight* flight);
-  // Collects every page of a list method from one upstream.
-  Result<nlohmann::json> ListAll(Entry& entry, const std::string& method, const char* member);
+  // Collects every page of a list method from one upstream; `done` once, on any thread.
+  void ListAllAsync(Entry& entry, const std::string& method, const char* member,
+                    std::function<void(Result<nlohmann::json>)> done);
+  std::vector<Entry*> AllEntries();
+  // resources/list, resources/templates/list, prompts/list: merged across the upstreams the
+  // caller may read from, once every upstream is listed or has failed (waiting holds no thread).
+  void MergedList(const mcp::Request& request, McpSession::InFlight& flight,
+                  const policy::CallContext& who, std::function<void(mcp::Message)> reply);
   // Relays `request` (sampling, elicitation, roots) to the client; `done` gets its answer once,
   // on any thread (an error when the client cannot take it, does not answer in time, or the
   // session ends).
   void AskClient(Entry& entry, const mcp::Request& request, std::function<void(mcp::Message)> done);
   // The upstream a URI belongs to, from this session's listings; nullptr when none says.
   Entry* OwnerOfUri(const std::string& uri);
-  // OwnerOfUri, else the only upstream with resources, else after listing every upstream's
-  // resources and templates.
-  Entry* FindOwnerOfUri(const std::string& uri);
+  // `then` with OwnerOfUri, else the only upstream with resources, else the owner after listing
+  // every upstream's resources and templates (nullptr: none); once, on any thread.
+  void WithOwnerOfUri(const std::string& uri, McpSession::InFlight& flight,
+                      std::function<void(Entry*)> then);
   void AddTemplateOwner(std::string prefix, Entry* owner);
   Entry* ByExposedPrompt(const std::string& name, std::string* upstream_name);
   std::shared_ptr<CallContext> ContextFor(const identity::Caller& caller,

@@ -1,5 +1,4 @@
 #include "gateway/stages/stages.h"
-
 #include "schema/json_schema.h"
 
 namespace warden::gateway {

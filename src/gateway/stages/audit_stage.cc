@@ -1,6 +1,5 @@
-#include "gateway/stages/stages.h"
-
 #include "audit/result_summary.h"
+#include "gateway/stages/stages.h"
 
 namespace warden::gateway {
 

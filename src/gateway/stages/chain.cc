@@ -13,6 +13,8 @@ std::unique_ptr<Stage> MakeAuditStage(const StageServices& services);
 const std::vector<ChainLink>& StandardChain() {
   // The one declaration of the order (docs/gateway.md shows it). Requests come in top to bottom
   // and their results go back bottom to top; final stages run last, whatever happened.
+  // One stage per line, as the chain reads.
+  // clang-format off
   static const std::vector<ChainLink> chain = {
       {"identity", MakeIdentityStage},
       {"kill_switches", MakeKillSwitchStage},
@@ -21,6 +23,7 @@ const std::vector<ChainLink>& StandardChain() {
       {"execute", MakeExecuteStage},
       {"audit", MakeAuditStage, /*final=*/true},
   };
+  // clang-format on
   return chain;
 }
 

@@ -41,10 +41,9 @@ StageOutcome ExecuteStage::Run(CallContext& call) {
     // chosen by profile or policy is recorded with its reason).
     const std::string rule = call.decision ? call.decision->rule : "";
     const bool named = call.decision && !call.decision->sandbox_profile.empty();
-    call.execution = "sandbox profile '" +
-                     (named ? call.decision->sandbox_profile : std::string("default")) + "'" +
-                     (named && !rule.empty() ? " from rule " + rule : "") + ", backend " +
-                     profile.backend;
+    call.execution =
+        "sandbox profile '" + (named ? call.decision->sandbox_profile : std::string("default")) +
+        "'" + (named && !rule.empty() ? " from rule " + rule : "") + ", backend " + profile.backend;
   }
   ToolEnv env{.profile = std::move(profile), .policy = call.policy.get(), .cancel = call.cancel};
   auto result = tool->run(call.arguments, env);

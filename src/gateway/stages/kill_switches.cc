@@ -22,11 +22,10 @@ Result<std::unique_ptr<KillSwitches>> KillSwitches::Open(const state::DatabaseOp
   std::unique_ptr<KillSwitches> switches(new KillSwitches(std::move(*store), kill_options));
   WARDEN_RETURN_IF_ERROR(switches->Refresh().Wrap(options.path));
   int64_t first_version = *version;
-  switches->refresher_ =
-      std::thread([s = switches.get(), first_version] {
-        RunGuarded("kill switch refresher", "switches pulled elsewhere are no longer seen",
-                   [&] { s->RunRefresher(first_version); });
-      });
+  switches->refresher_ = std::thread([s = switches.get(), first_version] {
+    RunGuarded("kill switch refresher", "switches pulled elsewhere are no longer seen",
+               [&] { s->RunRefresher(first_version); });
+  });
   return switches;
 }
 

@@ -16,9 +16,9 @@ StageOutcome PolicyStage::Run(CallContext& call) {
   switch (d.effect) {
     case policy::Effect::kAllow:
       return StageOutcome::Continue();
-    case policy::Effect::kAsk:
-    {
-      StageOutcome ask = StageOutcome::Deny(Refusal::kDenied, "approval required: " + d.reason, d.rule);
+    case policy::Effect::kAsk: {
+      StageOutcome ask =
+          StageOutcome::Deny(Refusal::kDenied, "approval required: " + d.reason, d.rule);
       ask.decision = "ask";
       return ask;
     }
