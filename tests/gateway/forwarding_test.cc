@@ -51,23 +51,12 @@ class ForwardingTest : public ::testing::Test {
 
   // Sends a request; the future gets the reply as JSON.
   std::future<json> Call(int id, const std::string& method, json params) {
-    auto promise = std::make_shared<std::promise<json>>();
-    auto future = promise->get_future();
-    Exchange exchange;
-    exchange.reply = [promise](mcp::Message m) {
-      promise->set_value(json::parse(mcp::Serialize(m)));
-    };
-    session_->Handle(mcp::Request{mcp::Id(static_cast<int64_t>(id)), method, std::move(params)},
-                     std::move(exchange));
-    return future;
+    return testing::SendRequest(*session_, id, method, std::move(params));
   }
   std::future<json> CallTool(int id, const std::string& tool, json arguments) {
     return Call(id, "tools/call", {{"name", tool}, {"arguments", std::move(arguments)}});
   }
-  static std::string Text(const json& reply) {
-    if (!reply.contains("result")) return "<" + reply.dump() + ">";
-    return reply["result"]["content"][0]["text"].get<std::string>();
-  }
+  static std::string Text(const json& reply) { return testing::ReplyText(reply); }
 
   TempDir dir_;
   std::unique_ptr<testing::TestGateway> gw_;

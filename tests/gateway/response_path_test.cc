@@ -116,21 +116,9 @@ class ResponsePathTest : public ::testing::Test {
   // requests the upstream relays) go to `related` when given.
   std::future<json> Call(int id, const std::string& method, json params,
                          MessageSink related = nullptr) {
-    auto promise = std::make_shared<std::promise<json>>();
-    auto future = promise->get_future();
-    Exchange exchange;
-    exchange.related = std::move(related);
-    exchange.reply = [promise](mcp::Message m) {
-      promise->set_value(json::parse(mcp::Serialize(m)));
-    };
-    session_->Handle(mcp::Request{mcp::Id(static_cast<int64_t>(id)), method, std::move(params)},
-                     std::move(exchange));
-    return future;
+    return testing::SendRequest(*session_, id, method, std::move(params), std::move(related));
   }
-  static std::string Text(const json& reply) {
-    if (!reply.contains("result")) return "<" + reply.dump() + ">";
-    return reply["result"]["content"][0]["text"].get<std::string>();
-  }
+  static std::string Text(const json& reply) { return testing::ReplyText(reply); }
 
   TempDir dir_;
   std::unique_ptr<testing::TestGateway> gw_;

@@ -71,6 +71,25 @@ void WriteFile(const std::string& path, const std::string& text) {
   out << text;
 }
 
+std::future<nlohmann::json> SendRequest(McpSession& session, int id, const std::string& method,
+                                        nlohmann::json params, MessageSink related) {
+  auto promise = std::make_shared<std::promise<nlohmann::json>>();
+  auto future = promise->get_future();
+  Exchange exchange;
+  exchange.related = std::move(related);
+  exchange.reply = [promise](mcp::Message m) {
+    promise->set_value(nlohmann::json::parse(mcp::Serialize(m)));
+  };
+  session.Handle(mcp::Request{mcp::Id(static_cast<int64_t>(id)), method, std::move(params)},
+                 std::move(exchange));
+  return future;
+}
+
+std::string ReplyText(const nlohmann::json& reply) {
+  if (!reply.contains("result")) return "<" + reply.dump() + ">";
+  return reply["result"]["content"][0]["text"].get<std::string>();
+}
+
 TestGateway::TestGateway(std::shared_ptr<const policy::Policy> policy,
                          const std::string& audit_path, identity::Caller caller, GatewayOptions options)
     : holder(std::move(policy)), audit(OpenAudit(audit_path)) {

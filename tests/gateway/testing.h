@@ -1,7 +1,9 @@
 // Helpers shared by the gateway tests: a temporary directory, policies from text, an audit log.
 #pragma once
 
+#include <future>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "audit/audit_log.h"
@@ -41,6 +43,13 @@ void WriteFile(const std::string& path, const std::string& text);
 std::unique_ptr<ExecPool> StartReadyExecPool(const sandbox::Options& profile, uint32_t size);
 // Waits (up to 10 s) until `pool` has `ready` sandboxes ready; fails the test when it does not.
 bool WaitExecPoolReady(const ExecPool& pool, uint32_t ready);
+
+// Sends request `id` to `session`; the future gets the reply as JSON. Messages related to it
+// (progress, requests an upstream relays) go to `related` when given.
+std::future<nlohmann::json> SendRequest(McpSession& session, int id, const std::string& method,
+                                        nlohmann::json params, MessageSink related = nullptr);
+// The first text content of a tools/call reply, or the whole reply in <> when it has no result.
+std::string ReplyText(const nlohmann::json& reply);
 
 // A whole gateway core on real parts: the policy given, an audit log in `dir`, in-memory kill
 // switches, the built-in tools. Sessions made with NewSession are registered with the core.
