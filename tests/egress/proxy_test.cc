@@ -399,8 +399,8 @@ TEST_F(ProxyTest, Socks5WithDomainNamesThroughCurl) {
 TEST_F(ProxyTest, Socks5RepliesWithProtocolCorrectCodes) {
   TestServer echo(testing::EchoHandler);
   TestServer echo6(testing::EchoHandler, "::1");
-  auto [unused_fd, closed_port] = testing::ListenTcp();
-  unused_fd.reset();  // nothing listens there any more
+  // Bound, never listening: refused, and no other process can take the port meanwhile.
+  auto [refusing_fd, closed_port] = testing::ListenTcp("127.0.0.1", /*listen_too=*/false);
   StartProxy({"allowed.test:" + std::to_string(echo.port()),
               "allowed.test:" + std::to_string(closed_port),
               "127.0.0.1:" + std::to_string(echo.port()), "[::1]:" + std::to_string(echo6.port())});
@@ -606,8 +606,7 @@ TEST_F(ProxyTest, ConnectionsBeyondTheCapGet503OrSocksGeneralFailure) {
 }
 
 TEST_F(ProxyTest, UnreachableAllowedDestinationGets502AndIsRecorded) {
-  auto [fd, closed_port] = testing::ListenTcp();
-  fd.reset();
+  auto [refusing_fd, closed_port] = testing::ListenTcp("127.0.0.1", /*listen_too=*/false);
   StartProxy({"allowed.test:" + std::to_string(closed_port)});
   std::string r =
       RawExchange("CONNECT allowed.test:" + std::to_string(closed_port) + " HTTP/1.1\r\n\r\n");

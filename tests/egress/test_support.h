@@ -27,7 +27,10 @@
 
 namespace warden::egress::testing {
 
-inline std::pair<UniqueFd, uint16_t> ListenTcp(const char* ip = "127.0.0.1") {
+// A TCP socket bound to `ip` on a free port and, unless `listen_too` is false, listening. Bound
+// without listening, the port refuses connections and no other process can take it meanwhile
+// (closing a listener to get a "closed port" races other tests under ctest -j).
+inline std::pair<UniqueFd, uint16_t> ListenTcp(const char* ip = "127.0.0.1", bool listen_too = true) {
   const bool v6 = std::strchr(ip, ':') != nullptr;
   UniqueFd fd(::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   int one = 1;
@@ -45,7 +48,8 @@ inline std::pair<UniqueFd, uint16_t> ListenTcp(const char* ip = "127.0.0.1") {
     inet_pton(AF_INET, ip, &a->sin_addr);
     len = sizeof *a;
   }
-  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 || listen(fd.get(), 128) != 0) {
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
+      (listen_too && listen(fd.get(), 128) != 0)) {
     return {UniqueFd(), 0};
   }
   getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
