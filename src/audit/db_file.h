@@ -9,7 +9,9 @@
 namespace warden::audit {
 
 // Makes the missing parent directories (0700) and the file itself (0600) when absent; never
-// follows a link at the file. SQLite gives the -wal and -shm files the database's mode.
+// follows a link at the file, and never opens a file that exists (closing a descriptor would drop
+// the POSIX locks of this process's SQLite connections to it). SQLite gives the -wal and -shm
+// files the database's mode.
 Status CreateDatabaseFile(const std::string& path);
 
 }  // namespace warden::audit
