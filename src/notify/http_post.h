@@ -1,0 +1,50 @@
+// One HTTP(S) POST and its status line, bounded in time and cancellable from another thread: what
+// a webhook attempt needs, and nothing more (no redirects, no keep-alive, the reply's body unread).
+// Internal to src/notify; the only file here that includes Asio and Beast (slow to compile).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "upstream/http_url.h"
+
+namespace warden::notify {
+
+struct PostReply {
+  enum Kind {
+    kAnswered,   // the server sent a status line: `status`
+    kFailed,     // resolve, connect, TLS, write or read failed, or the timeout passed: `error`
+    kCancelled,  // Cancel() was called
+  } kind = kFailed;
+  unsigned status = 0;
+  std::string error;
+};
+
+class HttpPoster {
+ public:
+  // For https: the peer is verified against `ca_file` (PEM), or the system's store when empty.
+  static Result<std::unique_ptr<HttpPoster>> Create(upstream::HttpUrl url,
+                                                    const std::string& ca_file);
+  ~HttpPoster();
+  HttpPoster(const HttpPoster&) = delete;
+  HttpPoster& operator=(const HttpPoster&) = delete;
+
+  // POSTs `body` as application/json with `headers` (name, value) and waits for the reply's
+  // status line, at most `timeout` for the whole exchange. Not thread-safe (one caller at a time).
+  PostReply Post(const std::vector<std::pair<std::string, std::string>>& headers,
+                 const std::string& body, std::chrono::milliseconds timeout);
+
+  // Thread-safe: ends a Post in progress at once, and makes every later one return kCancelled.
+  void Cancel();
+
+ private:
+  struct Impl;
+  explicit HttpPoster(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace warden::notify
