@@ -4,7 +4,7 @@
 set -euo pipefail
 BUILD=${1:-build}
 ROUNDS=${2:-40}
-cmake --build "$BUILD" --target startup_bench egress_bench policy_bench audit_bench gateway_bench sessions_bench paused_calls_bench >/dev/null
+cmake --build "$BUILD" --target startup_bench egress_bench policy_bench audit_bench gateway_bench sessions_bench paused_calls_bench approvals_bench >/dev/null
 echo "== sandbox start-up: cold, pooled, gvisor and microvm against bare exec, unshare, bubblewrap and runsc =="
 "$BUILD/bench/startup_bench" "$ROUNDS"
 echo
@@ -25,3 +25,4 @@ WARDEN_BENCH_DIR=/var/tmp "$BUILD/bench/sessions_bench"
 echo
 echo "== paused calls: memory per call held by a stage, and release-to-upstream latency =="
 "$BUILD/bench/paused_calls_bench" 10000 10
+"$BUILD/bench/approvals_bench" 10000 10 50

@@ -22,6 +22,8 @@ PACKAGES=(
   runsc
   # the e2e tests: the official MCP SDK and reference servers run on Node.js (scripts/install-node-deps.sh)
   nodejs
+  # the console's browser tests (tests/e2e/console.test.mjs): headless Chromium driven by playwright-core
+  chromium
 )
 
 missing=()

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/guard.h"
-#include "policy/default_policy.h"
 #include "gateway/session/session.h"
+#include "policy/default_policy.h"
 #include "policy/policy.h"
 #include "state/pins.h"
 #ifdef WARDEN_HAVE_UPSTREAM
@@ -44,13 +44,17 @@ Result<std::vector<std::string>> SplitCommand(const std::string& text) {
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     if (quote == '\'') {
-      if (c == '\'') quote = 0;
-      else word += c;
+      if (c == '\'')
+        quote = 0;
+      else
+        word += c;
     } else if (quote == '"') {
-      if (c == '"') quote = 0;
+      if (c == '"')
+        quote = 0;
       else if (c == '\\' && i + 1 < text.size() && (text[i + 1] == '"' || text[i + 1] == '\\'))
         word += text[++i];
-      else word += c;
+      else
+        word += c;
     } else if (c == '\'' || c == '"') {
       quote = c;
       in_word = true;
@@ -121,7 +125,8 @@ Result<std::shared_ptr<const policy::Policy>> PolicyFromFlags(const GatewayFlags
     if (!loaded) return loaded.status();
     for (const auto& up : ups) {
       if (loaded->upstreams.count(up.name))
-        return Status::Error("--upstream " + up.name + ": the policy file already has an upstream of that name");
+        return Status::Error("--upstream " + up.name +
+                             ": the policy file already has an upstream of that name");
       policy::Upstream u;
       u.command = up.command;
       u.url = up.url;
@@ -152,11 +157,13 @@ Result<std::shared_ptr<const policy::Policy>> PolicyFromFlags(const GatewayFlags
       upstream_yaml += "    url: " + Quoted(up.url) + "\n";
     }
     if (flags.no_prefix) upstream_yaml += "    prefix: \"\"\n";
-    rules += "  - match: { server: " + Quoted(up.name) + " }\n    risk: medium\n    effect: allow\n";
+    rules +=
+        "  - match: { server: " + Quoted(up.name) + " }\n    risk: medium\n    effect: allow\n";
   }
   // The default's tools: list is followed by its defaults: insert the upstream rules after it.
   auto defaults_at = yaml.find("defaults:");
-  if (defaults_at == std::string::npos) return Status::Error("embedded default policy: no defaults section");
+  if (defaults_at == std::string::npos)
+    return Status::Error("embedded default policy: no defaults section");
   yaml.insert(defaults_at, rules);
   yaml = upstream_yaml + yaml;
   auto loaded = policy::LoadPolicyText(yaml, "<embedded default policy + --upstream>");
@@ -219,13 +226,29 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, ident
   auto pins = state::PinStore::Open({.path = audit_options.path});
   if (!pins) return pins.status().Wrap("tool pins in " + audit_options.path);
   g->pins_ = std::move(*pins);
+  // Calls the policy sends to a person wait in the gate, stored in the same file, so that
+  // `warden approvals` run in the same folder decides them (docs/approvals.md).
+  auto approvals = gateway::ApprovalGate::Open({.path = audit_options.path}, *g->audit_);
+  if (!approvals) return approvals.status().Wrap("approvals in " + audit_options.path);
+  g->approvals_ = std::move(*approvals);
+  g->approvals_->OnCreated([raw = g.get()](const state::ApprovalRecord& record) {
+    if (auto current = raw->holder_.Current()) raw->webhook_.Created(*current, record);
+  });
   // sandbox__exec's pre-warmed pool (docs/pool.md). Started here, on the main thread, before
   // any worker: it stops when this thread ends. Without it (size 0, or a profile a pool cannot
   // hold) every call builds its sandbox cold.
   g->ApplyExecPool(**policy);
   g->tools_ = gateway::BuiltinTools::Default(&g->pools_);
 
+  // Undo plans of the calls that ran, in the same file, for `warden undo` and the API
+  // (docs/approvals.md "Undo").
+  auto undo = state::UndoStore::Open({.path = audit_options.path});
+  if (!undo) return undo.status().Wrap("undo plans in " + audit_options.path);
+  g->undo_ = std::move(*undo);
+
   gateway::GatewayOptions options;
+  options.services.approvals = g->approvals_.get();
+  options.services.undo = g->undo_.get();
   state::PinStore* pin_store = g->pins_.get();
   options.pin_review = [pin_store](const std::string& server, const std::string& prefix,
                                    const json& tools) -> Result<std::vector<std::string>> {
@@ -259,6 +282,9 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, ident
 
 Gateway::~Gateway() {
   stop_ = true;
+  // Calls waiting for a person end first (cancelled, recorded), while the core can still
+  // finish them; then the sessions and workers go.
+  if (approvals_) approvals_->StopAll("gateway stopping");
   core_.reset();
   // After the calls: a pool the watcher started stops when the watcher's thread ends.
   if (watcher_.joinable()) watcher_.join();
@@ -304,7 +330,7 @@ bool Gateway::Reload() {
 }
 
 Gateway::Stamp Gateway::FileStamp(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (path.empty() || stat(path.c_str(), &st) != 0) return {-1, -1};
   return {static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
           static_cast<int64_t>(st.st_size)};

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -15,13 +14,16 @@
 
 #include "audit/audit_log.h"
 #include "common/status.h"
+#include "gateway/approvals/approval_gate.h"
+#include "gateway/approvals/approval_webhook.h"
 #include "gateway/builtins/builtin_tools.h"
 #include "gateway/builtins/exec_pool.h"
 #include "gateway/gateway.h"
-#include "identity/identity.h"
 #include "gateway/stages/kill_switches.h"
+#include "identity/identity.h"
 #include "policy/holder.h"
 #include "state/pins.h"
+#include "state/undo_store.h"
 
 namespace warden::cli {
 
@@ -75,6 +77,9 @@ class Gateway {
     return auth_.load(std::memory_order_acquire);
   }
   const std::string& audit_path() const { return audit_path_; }
+  gateway::ApprovalGate& approvals() { return *approvals_; }
+  gateway::ApprovalWebhook& webhook() { return webhook_; }
+  state::UndoStore& undo() { return *undo_; }  // undo plans (docs/approvals.md "Undo")
   // Loads the --config file again now (SIGHUP), and with it its identity (the JWKS file). One
   // unit: the whole new policy with its keys, or, on any error, the whole old one and a logged
   // error. The watcher retries when the policy file or its JWKS file changes, and on SIGHUP.
@@ -99,7 +104,10 @@ class Gateway {
   std::unique_ptr<audit::AuditLog> audit_;
   std::unique_ptr<gateway::KillSwitches> switches_;
   std::unique_ptr<state::PinStore> pins_;
-  gateway::ExecPoolSlot pools_;  // outlives tools_ and core_, which use it
+  gateway::ApprovalWebhook webhook_;                  // approvals.webhook; outlives approvals_
+  std::unique_ptr<gateway::ApprovalGate> approvals_;  // outlives core_, whose calls wait in it
+  std::unique_ptr<state::UndoStore> undo_;  // undo plans (options.services.undo); outlives core_
+  gateway::ExecPoolSlot pools_;             // outlives tools_ and core_, which use it
   gateway::BuiltinTools tools_;
   std::unique_ptr<gateway::GatewayCore> core_;
   std::string audit_path_;

@@ -1,10 +1,10 @@
 // The `warden` command. Subcommands parse their options into the component's own option struct
 // and call the component; no logic lives here that tests cannot reach through the libraries.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <iostream>
 
+#include "cli/approvals_command.h"
 #include "cli/audit_command.h"
 #include "cli/kill_command.h"
 #include "cli/mcp_command.h"
@@ -13,6 +13,7 @@
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
 #include "cli/tools_command.h"
+#include "cli/undo_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"warden: run AI agents' code and actions safely"};
@@ -26,6 +27,8 @@ int main(int argc, char** argv) {
   warden::cli::KillCommand kill(app);
   warden::cli::ToolsCommand tools(app);
   warden::cli::PoolCommand pool(app);
+  warden::cli::ApprovalsCommand approvals(app);
+  warden::cli::UndoCommand undo(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -42,5 +45,7 @@ int main(int argc, char** argv) {
   if (kill.parsed()) return kill.Execute();
   if (tools.parsed()) return tools.Execute();
   if (pool.parsed()) return pool.Execute();
+  if (approvals.parsed()) return approvals.Execute();
+  if (undo.parsed()) return undo.Execute();
   return 125;
 }

@@ -7,8 +7,8 @@
 #include "common/login_name.h"
 #include "gateway/http/admin_api.h"
 #include "gateway/http/http_server.h"
-#include "identity/identity.h"
 #include "gateway/session/session.h"
+#include "identity/identity.h"
 #include "sandbox/options.h"
 
 namespace warden::cli {
@@ -31,7 +31,7 @@ class ServeHost : public gateway::SessionHost {
             gateway.core(), gateway::AdminApiOptions{.local_operator = local_operator})) {}
 
   Result<identity::Caller> Authenticate(std::string_view authorization,
-                                       const std::string&) override {
+                                        const std::string&) override {
     // The gateway replaces the authenticator together with the policy it was built from
     // (Gateway::Reload): a reload whose identity cannot be built changes neither.
     return gateway_.authenticator()->Authenticate(authorization);
@@ -133,7 +133,11 @@ int ServeCommand::Execute() {
   http.allowed_hosts = hosts_;
   http.threads = std::max(1, threads_);
 
-  const bool local = flags_.config.empty() && IsLoopback(http.host);
+  // Single-user mode (docs/approvals.md, "Who decides"): on a loopback listener, a policy that
+  // declares no tenants (the embedded default, or a file without any) serves every request as
+  // the local user, who is the local operator. A policy with tenants ignores it (every request is
+  // authenticated), and on any other listener a tenant-less policy refuses every request.
+  const bool local = IsLoopback(http.host);
   identity::Caller local_caller{"", LoginName("local"), "", ""};
   auto started = Gateway::Start(
       flags_, local_caller, err_,
@@ -149,7 +153,8 @@ int ServeCommand::Execute() {
     err_ << "warden serve: " + st.message() + "\n";
     return 2;
   }
-  const std::string shown_host = http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host;
+  const std::string shown_host =
+      http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host;
   const std::string endpoint =
       "http://" + shown_host + ":" + std::to_string(server.port()) + http.path;
   // Each line in one write: the exec pool (a child) writes to the same stderr, and a client
@@ -159,7 +164,7 @@ int ServeCommand::Execute() {
               (flags_.config.empty() ? std::string("<embedded default>") : flags_.config) +
               ", audit log " + g.audit_path() + "\n";
   if (local && g.policy().Current()->identity.tenants.empty()) {
-    err_ << "warden serve: no config file and a loopback address: serving one local user (" +
+    err_ << "warden serve: no tenants and a loopback address: serving one local user (" +
                 local_caller.user + ") without keys\n";
   }
   err_ << "warden serve: connect an MCP client to " + endpoint +

@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <boost/asio/post.hpp>
+#include <cstdio>
 #include <filesystem>
 
 #include "common/guard.h"
@@ -17,8 +17,8 @@ namespace warden::gateway {
 namespace fs = std::filesystem;
 
 GatewayCore::GatewayCore(policy::PolicyHolder& policy, audit::AuditLog& audit,
-                         KillSwitches& switches, const BuiltinTools& tools, identity::Caller default_caller,
-                         GatewayOptions options)
+                         KillSwitches& switches, const BuiltinTools& tools,
+                         identity::Caller default_caller, GatewayOptions options)
     : policy_(policy),
       audit_(audit),
       switches_(switches),
@@ -32,6 +32,7 @@ GatewayCore::GatewayCore(policy::PolicyHolder& policy, audit::AuditLog& audit,
   services.tools = &tools_;
   services.audit = &audit_;
   services.caller = std::move(default_caller);
+  services.post = [this](std::function<void()> work) { Post(std::move(work)); };
   pipeline_ = BuildPipeline(services, options_.chain.empty() ? StandardChain() : options_.chain);
   instances_ = std::make_unique<UpstreamInstances>(*this);
   listening_ = std::make_shared<Listening>();
@@ -74,7 +75,7 @@ void GatewayCore::PostControl(std::function<void()> work) {
 }
 
 std::shared_ptr<boost::asio::steady_timer> GatewayCore::PostAfter(std::chrono::milliseconds delay,
-                                                                   std::function<void()> work) {
+                                                                  std::function<void()> work) {
   auto timer = std::make_shared<boost::asio::steady_timer>(pool_.get_executor(), delay);
   timer->async_wait([work = std::move(work)](const boost::system::error_code& error) {
     if (error) return;  // cancelled
@@ -185,8 +186,10 @@ Result<sandbox::Options> GatewayCore::UpstreamSandbox(const policy::Policy& poli
         const std::string& arg = upstream.command[i];
         if (arg.empty() || arg[0] != '/') continue;
         fs::path p(arg);
-        if (fs::is_regular_file(p, ec)) dirs.push_back(fs::weakly_canonical(p, ec).parent_path());
-        else if (fs::is_directory(p, ec)) dirs.push_back(fs::weakly_canonical(p, ec));
+        if (fs::is_regular_file(p, ec))
+          dirs.push_back(fs::weakly_canonical(p, ec).parent_path());
+        else if (fs::is_directory(p, ec))
+          dirs.push_back(fs::weakly_canonical(p, ec));
       }
     }
     if (!cwd.empty()) dirs.push_back(cwd);

@@ -8,6 +8,8 @@
 namespace warden::identity {
 
 struct Caller {
+  // `agent` empty: a person (a user's own key, a JWT without an agent claim, the local user);
+  // set: an AI agent acting for `user`.
   std::string tenant, user, agent, scope;
 };
 

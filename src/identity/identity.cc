@@ -43,7 +43,7 @@ struct Authenticator::State {
   };
 
   std::map<std::string, TenantEntry, std::less<>> tenants;          // empty: single-user mode
-  std::map<std::string, policy::KeyOwner, std::less<>> key_owners;  // "sha256:<hex>" -> agent
+  std::map<std::string, policy::KeyOwner, std::less<>> key_owners;  // "sha256:<hex>" -> owner
   std::optional<policy::JwtConfig> jwt;
   std::vector<Jwk> jwks;
   IdentityOptions options;
@@ -363,8 +363,8 @@ bool VerifyWithKey(const Jwk& key, std::string_view alg, std::string_view signed
   if (const EVP_MD* hmac_md = HmacDigest(alg)) {
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned int mac_size = 0;
-    if (HMAC(hmac_md, key.secret.data(), static_cast<int>(key.secret.size()),
-             Bytes(signed_part), signed_part.size(), mac, &mac_size) == nullptr) {
+    if (HMAC(hmac_md, key.secret.data(), static_cast<int>(key.secret.size()), Bytes(signed_part),
+             signed_part.size(), mac, &mac_size) == nullptr) {
       return false;
     }
     return signature.size() == mac_size && CRYPTO_memcmp(mac, signature.data(), mac_size) == 0;
@@ -553,6 +553,12 @@ Result<Caller> ApiKeyCaller(const Authenticator::State& state, std::string_view 
   if (owner == nullptr) return Status::Error("unknown API key");
   auto t = state.tenants.find(owner->tenant);
   if (t == state.tenants.end()) return Status::Error("unknown API key");
+  if (owner->agent.empty()) {
+    // A person's own key (`keys:` on the user): the user, and no agent.
+    if (owner->user.empty() || !t->second.users.contains(owner->user))
+      return Status::Error("unknown API key");
+    return KnownCaller(state, owner->tenant, owner->user, "");
+  }
   auto a = t->second.agent_user.find(owner->agent);
   if (a == t->second.agent_user.end()) return Status::Error("unknown API key");
   return KnownCaller(state, owner->tenant, a->second, owner->agent);
@@ -581,13 +587,11 @@ Result<std::vector<const Jwk*>> CandidateKeys(const Authenticator::State& state,
                            state.jwt->jwks_file + ")");
     }
     if (candidates.empty()) {
-      return Status::Error("JWT alg " + alg + " does not fit key '" + Printable(wanted) +
-                           "' (kty " + named->kty +
-                           (named->alg.empty() ? "" : ", alg " + named->alg) +
-                           (named->kty == "oct" ? ", " + std::to_string(named->secret.size()) +
-                                                      " bytes"
-                                                : "") +
-                           ")");
+      return Status::Error(
+          "JWT alg " + alg + " does not fit key '" + Printable(wanted) + "' (kty " + named->kty +
+          (named->alg.empty() ? "" : ", alg " + named->alg) +
+          (named->kty == "oct" ? ", " + std::to_string(named->secret.size()) + " bytes" : "") +
+          ")");
     }
     return candidates;
   }
@@ -703,8 +707,8 @@ Result<Caller> Authenticator::Authenticate(std::string_view authorization,
     if (state.options.local_single_user) return Caller{"", state.options.local_user, "", ""};
     return Status::Error(
         "identity is not configured: the policy declares no tenants (declare identity.tenants "
-        "with API keys or a JWT issuer; only a loopback listener started without a config file "
-        "serves one local user without credentials)");
+        "with API keys or a JWT issuer; only a loopback listener serves such a policy to one "
+        "local user without credentials)");
   }
   auto credentials = BearerCredentials(authorization);
   if (!credentials) return credentials.status();

@@ -17,9 +17,10 @@ namespace warden::identity {
 
 // How the transport was started. Decided by whoever starts the listener, never by a request.
 struct IdentityOptions {
-  // True only when warden runs without a config file and listens on a loopback address: then a
-  // policy without tenants serves `local_user` to every request, credentials or not. False (the
-  // default): a policy without tenants refuses every request.
+  // True only when the listener is on a loopback address: then a policy without tenants (the
+  // embedded default, or a file that declares none) serves `local_user`, the local operator, to
+  // every request, credentials or not. False (the default, and any other listener): a policy
+  // without tenants refuses every request.
   bool local_single_user = false;
   std::string local_user;  // required when local_single_user
 };
@@ -37,8 +38,11 @@ class Authenticator {
 
   // The caller named by `authorization` (the header's value, "" when absent): "Bearer <API key>"
   // or "Bearer <JWT>" (a token with exactly two dots is a JWT; anything else is an API key).
-  // An agent's key gives its tenant, the agent's user and the agent; a token gives the tenant,
-  // user and (optional) agent of the configured claims, each of which must exist in the policy.
+  // An agent's key gives its tenant, the agent's user and the agent; a user's own key (`keys:` on
+  // the user) gives the tenant and the user with an empty agent; a token gives the tenant, user
+  // and (optional) agent of the configured claims, each of which must exist in the policy, and an
+  // empty agent when it has no agent claim. `agent.empty()` means a person is calling (a user
+  // acting directly, or the local user): only people may use the admin API and decide approvals.
   // The scope is always empty (see NarrowScope). On failure the Status says why in one line
   // (missing credentials, unknown key, bad signature, expired, wrong issuer, unknown tenant ...);
   // it never contains the key or the token. `now` is for tests.

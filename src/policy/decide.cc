@@ -193,6 +193,7 @@ Decision Decide(const Policy& policy, const CallContext& ctx, const ToolCall& ca
     effect = rule->effect;
     d.sandbox_profile = rule->sandbox_profile;
     d.rule = rule->text;
+    d.rule_index = static_cast<int>(rule - policy.rules.data());
   } else {
     const UnknownToolDefault& u = policy.defaults.unknown_tool;
     d.risk = u.risk;

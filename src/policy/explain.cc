@@ -34,6 +34,24 @@ std::string Millis(uint64_t ms) {
   return std::to_string(ms) + "ms";
 }
 
+// "no keys", "1 key", "3 keys".
+std::string Count(size_t n, const char* one, const char* many) {
+  if (n == 0) return std::string("no ") + many;
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// Approval timeouts: whole hours as "h" (168h reads better than 10080m).
+std::string Timeout(uint64_t ms) {
+  if (ms >= 3600000 && ms % 3600000 == 0) return std::to_string(ms / 3600000) + "h";
+  return Millis(ms);
+}
+
+std::string Risks(const std::vector<Risk>& risks) {
+  std::vector<std::string> names;
+  for (Risk r : risks) names.push_back(RiskName(r));
+  return Join(names);
+}
+
 // What a rule (or the default) gives, in one line.
 std::string Gives(const Policy& policy, Risk risk, std::optional<Effect> effect, Access access,
                   LabelSet labels, const std::string& sandbox_profile) {
@@ -77,12 +95,13 @@ void IdentitySummary(const Policy& policy, std::ostream& out) {
       out << "  tenant " << tname << "\n";
       for (const auto& [uname, user] : tenant.users) {
         out << "    user " << uname << (user.approver ? " (approver)" : "");
-        out << ": tools " << (user.tools ? Globs(*user.tools) : "any") << "\n";
+        out << ": tools " << (user.tools ? Globs(*user.tools) : "any") << ", "
+            << Count(user.keys.size(), "key", "keys") << "\n";
       }
       for (const auto& [aname, agent] : tenant.agents) {
         out << "    agent " << aname << " acts for " << agent.user;
         if (!agent.profile.empty()) out << ", profile " << agent.profile;
-        out << ", " << agent.keys.size() << (agent.keys.size() == 1 ? " key" : " keys");
+        out << ", " << Count(agent.keys.size(), "key", "keys");
         if (agent.tools) out << ", tools " << Globs(*agent.tools);
         out << "\n";
       }
@@ -92,6 +111,29 @@ void IdentitySummary(const Policy& policy, std::ostream& out) {
     out << "  jwt: issuer " << id.jwt->issuer << ", keys from " << id.jwt->jwks_file
         << ", claims tenant=" << id.jwt->tenant_claim << " user=" << id.jwt->user_claim
         << " agent=" << id.jwt->agent_claim << "\n";
+  }
+}
+
+void ApprovalsSummary(const Policy& policy, std::ostream& out) {
+  const Approvals& a = policy.approvals;
+  out << "approvals: time out after " << Timeout(a.timeout_ms) << ", self-approval "
+      << (a.self_approve ? "allowed" : "not allowed") << ", two approvers for "
+      << (a.two_person.empty() ? "no risk" : "risk " + Risks(a.two_person)) << "\n";
+  if (a.approvers.empty()) {
+    out << "  approvers: every user with approver: true in the call's tenant\n";
+  } else {
+    out << "  approvers (an approver must be listed by an entry that matches the call):\n";
+    for (const ApproverGrant& g : a.approvers) {
+      out << "    " << Join(g.users) << ": tools " << (g.tools.empty() ? "any" : Globs(g.tools))
+          << ", risks " << (g.risks.empty() ? "any" : Risks(g.risks)) << "\n";
+    }
+  }
+  if (a.webhook) {
+    // The secret is never printed: only where it comes from.
+    out << "  webhook: " << a.webhook->url << ", signed with "
+        << (a.webhook->secret.starts_with("env:") ? "the secret in $" + a.webhook->secret.substr(4)
+                                                  : std::string("a secret written in the policy"))
+        << "\n";
   }
 }
 
@@ -109,7 +151,8 @@ void UpstreamSummary(const Policy& policy, std::ostream& out) {
     }
     out << "; tools appear as " << (up.prefix.empty() ? "their own names" : up.prefix + "__*");
     out << "; instances " << InstancesName(up.instances) << " (at most " << up.max_instances;
-    if (up.instances != Instances::kPerSession) out << ", idle ones stop after " << up.idle_ms << " ms";
+    if (up.instances != Instances::kPerSession)
+      out << ", idle ones stop after " << up.idle_ms << " ms";
     out << ")";
     std::vector<std::string> creds;
     for (const auto& [k, v] : up.credentials.env) creds.push_back("env " + k);
@@ -146,6 +189,7 @@ void RuleSummary(const Policy& policy, std::ostream& out) {
     out << "  " << r.id << "  line " << r.line << "  " << r.match_text << "\n";
     out << "      -> " << Gives(policy, r.risk, r.effect, r.access, r.labels, r.sandbox_profile);
     if (r.undo) out << ", undo " << r.undo->tool << " " << r.undo->args.dump();
+    if (!r.approvers.empty()) out << ", approvers " << Join(r.approvers);
     out << "\n";
     if (const Rule* earlier = ShadowedBy(policy, i)) {
       out << "      (never decides: " << earlier->id << " matches every call this one does)\n";
@@ -170,6 +214,7 @@ std::string Explain(const Policy& policy) {
                                           : "postgres " + policy.storage.postgres)
       << ", sync " << (policy.storage.sync_full ? "full" : "normal") << "\n";
   IdentitySummary(policy, out);
+  ApprovalsSummary(policy, out);
   UpstreamSummary(policy, out);
   SandboxSummary(policy, out);
   if (!policy.agent_profiles.empty()) {

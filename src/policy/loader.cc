@@ -3,6 +3,7 @@
 // name them) so that every reference is checked where it is written.
 #include "policy/loader.h"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -26,7 +27,6 @@ struct DeferredSection {
 };
 constexpr DeferredSection kDeferred[] = {
     {"trifecta", "lethal trifecta: session labels and exfiltration checks"},
-    {"approvals", "approvals: pending calls, approvers, timeouts and notification"},
     {"monitoring", "monitoring: metrics, anomaly detectors and automatic kill switches"},
     {"credentials", "credentials: secret store, token minting and injection"},
 };
@@ -42,6 +42,38 @@ bool IsToolPrefix(const std::string& s) {
     if (!IsNameChar(c)) return false;
   }
   return s.find("__") == std::string::npos && !s.ends_with("_") && !s.starts_with("_");
+}
+
+// Who a key hash belongs to, for errors: "agent 'bot' of tenant 'acme'".
+std::string OwnerName(const KeyOwner& owner) {
+  return owner.agent.empty() ? "user '" + owner.user + "' of tenant '" + owner.tenant + "'"
+                             : "agent '" + owner.agent + "' of tenant '" + owner.tenant + "'";
+}
+
+// A webhook URL: http:// or https:// and a host (after any user info, before any port).
+bool IsWebhookUrl(const std::string& url) {
+  std::string_view rest = url;
+  if (rest.starts_with("https://")) {
+    rest.remove_prefix(8);
+  } else if (rest.starts_with("http://")) {
+    rest.remove_prefix(7);
+  } else {
+    return false;
+  }
+  if (url.find_first_of(" \t\r\n") != std::string::npos) return false;
+  std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+  if (size_t at = authority.rfind('@'); at != std::string_view::npos)
+    authority.remove_prefix(at + 1);
+  return !authority.empty() && authority.front() != ':';
+}
+
+// The VAR of an "env:VAR" secret: a shell variable name.
+bool IsEnvName(std::string_view name) {
+  if (name.empty() || (name.front() >= '0' && name.front() <= '9')) return false;
+  for (char c : name) {
+    if (!IsNameChar(c) || c == '-') return false;
+  }
+  return true;
 }
 
 bool IsKeyHash(const std::string& s) {
@@ -68,7 +100,18 @@ class Loader {
   Status TenantSection(const std::string& name, const YAML::Node& node);
   Status AgentEntry(const std::string& tenant, const std::string& name, const YAML::Node& key_node,
                     const YAML::Node& node, Tenant* t);
+  Status UserEntry(const std::string& tenant, const std::string& name, const YAML::Node& node,
+                   Tenant* t);
+  // Checks the key hashes in `node` and files them under `owner` in policy_.identity.keys.
+  Result<std::vector<std::string>> Keys(const YAML::Node& node, const std::string& path,
+                                        const KeyOwner& owner);
   Status Jwt(const YAML::Node& node);
+  Status ApprovalsSection(const YAML::Node& node);
+  Status ApproverEntry(const YAML::Node& node, const std::string& path, ApproverGrant* grant);
+  Status ApprovalWebhookEntry(const YAML::Node& node);
+  // Whether `user` is a user of some tenant.
+  bool UserExists(const std::string& user) const;
+  Result<std::vector<Risk>> Risks(const YAML::Node& node, const std::string& path) const;
   Status Upstreams(const YAML::Node& node);
   Status UpstreamEntry(const std::string& name, const YAML::Node& key_node, const YAML::Node& node);
   Status Egress(const YAML::Node& node);
@@ -105,7 +148,7 @@ Result<Policy> Loader::Load(const std::string& text) {
   WARDEN_RETURN_IF_ERROR(
       r_.Fields(root, "",
                 {"version", "listen", "storage", "identity", "upstreams", "sandbox", "tools",
-                 "defaults", "agent_profiles", "scopes", "egress"},
+                 "defaults", "agent_profiles", "scopes", "egress", "approvals"},
                 [&](const std::string& key, const YAML::Node&, const YAML::Node& value) {
                   sections.emplace(key, value);
                   return Status::Ok();
@@ -126,6 +169,7 @@ Result<Policy> Loader::Load(const std::string& text) {
       {"sandbox", &Loader::SandboxSection},
       {"scopes", &Loader::Scopes},
       {"identity", &Loader::IdentitySection},
+      {"approvals", &Loader::ApprovalsSection},
       {"upstreams", &Loader::Upstreams},
       {"egress", &Loader::Egress},
   };
@@ -347,28 +391,10 @@ Status Loader::TenantSection(const std::string& name, const YAML::Node& node) {
           agents = value;
           return Status::Ok();
         }
-        return r_.Entries(
-            value, path + ".users",
-            [&](const std::string& user, const YAML::Node&, const YAML::Node& v) {
-              const std::string upath = path + ".users." + user;
-              User u;
-              WARDEN_RETURN_IF_ERROR(r_.Fields(
-                  v, upath, {"approver", "tools"},
-                  [&](const std::string& k, const YAML::Node&, const YAML::Node& f) -> Status {
-                    if (k == "approver") {
-                      auto b = r_.Bool(f, upath + ".approver");
-                      if (!b) return b.status();
-                      u.approver = *b;
-                      return Status::Ok();
-                    }
-                    auto globs = r_.Globs(f, upath + ".tools");
-                    if (!globs) return globs.status();
-                    u.tools = std::move(*globs);
-                    return Status::Ok();
-                  }));
-              tenant.users[user] = std::move(u);
-              return Status::Ok();
-            });
+        return r_.Entries(value, path + ".users",
+                          [&](const std::string& user, const YAML::Node&, const YAML::Node& v) {
+                            return UserEntry(name, user, v, &tenant);
+                          });
       }));
   if (agents) {
     WARDEN_RETURN_IF_ERROR(
@@ -381,10 +407,61 @@ Status Loader::TenantSection(const std::string& name, const YAML::Node& node) {
   return Status::Ok();
 }
 
+Status Loader::UserEntry(const std::string& tenant, const std::string& name, const YAML::Node& node,
+                         Tenant* t) {
+  const std::string path = "identity.tenants." + tenant + ".users." + name;
+  User user;
+  WARDEN_RETURN_IF_ERROR(
+      r_.Fields(node, path, {"approver", "keys", "tools"},
+                [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+                  const std::string kpath = path + "." + key;
+                  if (key == "approver") {
+                    auto b = r_.Bool(value, kpath);
+                    if (!b) return b.status();
+                    user.approver = *b;
+                  } else if (key == "keys") {
+                    auto keys = Keys(value, kpath, KeyOwner{tenant, "", name});
+                    if (!keys) return keys.status();
+                    user.keys = std::move(*keys);
+                  } else {
+                    auto globs = r_.Globs(value, kpath);
+                    if (!globs) return globs.status();
+                    user.tools = std::move(*globs);
+                  }
+                  return Status::Ok();
+                }));
+  t->users[name] = std::move(user);
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> Loader::Keys(const YAML::Node& node, const std::string& path,
+                                              const KeyOwner& owner) {
+  auto keys = r_.NonEmptyStrings(node, path);
+  if (!keys) return keys.status();
+  for (size_t i = 0; i < keys->size(); ++i) {
+    const std::string& k = (*keys)[i];
+    const std::string ipath = path + "[" + std::to_string(i) + "]";
+    if (!IsKeyHash(k)) {
+      return r_.Error(node[i], ipath,
+                      "expected 'sha256:' and 64 lower-case hex digits (the key's hash, never the "
+                      "key)");
+    }
+    auto [it, inserted] = policy_.identity.keys.emplace(k, owner);
+    if (!inserted) {
+      return r_.Error(node[i], ipath,
+                      "this key already belongs to " + OwnerName(it->second) +
+                          " and cannot also belong to " + OwnerName(owner) +
+                          ": a key identifies exactly one user or one agent");
+    }
+  }
+  return keys;
+}
+
 Status Loader::AgentEntry(const std::string& tenant, const std::string& name,
                           const YAML::Node& key_node, const YAML::Node& node, Tenant* t) {
   const std::string path = "identity.tenants." + tenant + ".agents." + name;
   Agent agent;
+  std::optional<YAML::Node> keys_node;
   WARDEN_RETURN_IF_ERROR(r_.Fields(
       node, path, {"user", "keys", "profile", "tools"},
       [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
@@ -398,25 +475,7 @@ Status Loader::AgentEntry(const std::string& tenant, const std::string& name,
           }
           agent.user = *user;
         } else if (key == "keys") {
-          auto keys = r_.NonEmptyStrings(value, kpath);
-          if (!keys) return keys.status();
-          for (size_t i = 0; i < keys->size(); ++i) {
-            const std::string& k = (*keys)[i];
-            const std::string ipath = kpath + "[" + std::to_string(i) + "]";
-            if (!IsKeyHash(k)) {
-              return r_.Error(value[i], ipath,
-                              "expected 'sha256:' and 64 lower-case hex digits (the key's hash, "
-                              "never the key)");
-            }
-            auto [it, inserted] = policy_.identity.keys.emplace(k, KeyOwner{tenant, name});
-            if (!inserted) {
-              return r_.Error(value[i], ipath,
-                              "this key already belongs to agent '" + it->second.agent +
-                                  "' of tenant '" + it->second.tenant +
-                                  "': a key must identify one agent");
-            }
-          }
-          agent.keys = std::move(*keys);
+          keys_node = value;  // filed once the agent's user is known
         } else if (key == "profile") {
           auto profile = r_.NonEmptyString(value, kpath);
           if (!profile) return profile.status();
@@ -435,6 +494,11 @@ Status Loader::AgentEntry(const std::string& tenant, const std::string& name,
       }));
   if (agent.user.empty())
     return r_.Error(key_node, path, "missing 'user': expected the user this agent acts for");
+  if (keys_node) {
+    auto keys = Keys(*keys_node, path + ".keys", KeyOwner{tenant, name, agent.user});
+    if (!keys) return keys.status();
+    agent.keys = std::move(*keys);
+  }
   t->agents[name] = std::move(agent);
   return Status::Ok();
 }
@@ -475,6 +539,147 @@ Status Loader::Jwt(const YAML::Node& node) {
                     "missing 'jwks_file': expected the file holding the signing keys");
   }
   policy_.identity.jwt = std::move(jwt);
+  return Status::Ok();
+}
+
+bool Loader::UserExists(const std::string& user) const {
+  for (const auto& [name, tenant] : policy_.identity.tenants) {
+    if (tenant.users.contains(user)) return true;
+  }
+  return false;
+}
+
+// A list of risk names, each once.
+Result<std::vector<Risk>> Loader::Risks(const YAML::Node& node, const std::string& path) const {
+  auto names = r_.NonEmptyStrings(node, path);
+  if (!names) return names.status();
+  std::vector<Risk> risks;
+  for (size_t i = 0; i < names->size(); ++i) {
+    const std::string ipath = path + "[" + std::to_string(i) + "]";
+    auto risk = ParseRisk((*names)[i]);
+    if (!risk) {
+      return r_.Error(node[i], ipath, "expected low, medium or high, got '" + (*names)[i] + "'");
+    }
+    if (std::find(risks.begin(), risks.end(), *risk) != risks.end())
+      return r_.Error(node[i], ipath, "given twice");
+    risks.push_back(*risk);
+  }
+  return risks;
+}
+
+// After identity: approvers must be users the policy declares.
+Status Loader::ApprovalsSection(const YAML::Node& node) {
+  Approvals& a = policy_.approvals;
+  return r_.Fields(
+      node, "approvals", {"timeout", "self_approve", "two_person", "approvers", "webhook"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        const std::string path = "approvals." + key;
+        if (key == "timeout") {
+          auto text = r_.NonEmptyString(value, path);
+          if (!text) return text.status();
+          auto ms = sandbox::ParseDuration(*text);
+          if (!ms) return r_.Error(value, path, ms.status().message());
+          if (*ms < 1000 || *ms > 7ull * 24 * 3600 * 1000) {
+            return r_.Error(value, path,
+                            "expected a duration from 1s to 168h, got '" + *text + "'");
+          }
+          a.timeout_ms = *ms;
+        } else if (key == "self_approve") {
+          auto b = r_.Bool(value, path);
+          if (!b) return b.status();
+          a.self_approve = *b;
+        } else if (key == "two_person") {
+          auto risks = Risks(value, path);
+          if (!risks) return risks.status();
+          a.two_person = std::move(*risks);
+        } else if (key == "approvers") {
+          if (!value.IsSequence()) {
+            return r_.Error(value, path, "expected a list of {users, tools, risks} entries");
+          }
+          for (size_t i = 0; i < value.size(); ++i) {
+            ApproverGrant grant;
+            WARDEN_RETURN_IF_ERROR(
+                ApproverEntry(value[i], path + "[" + std::to_string(i) + "]", &grant));
+            a.approvers.push_back(std::move(grant));
+          }
+        } else {
+          return ApprovalWebhookEntry(value);
+        }
+        return Status::Ok();
+      });
+}
+
+Status Loader::ApproverEntry(const YAML::Node& node, const std::string& path,
+                             ApproverGrant* grant) {
+  if (!node.IsMap()) {
+    return r_.Error(node, path, "expected a mapping {users: [...], tools: [...], risks: [...]}");
+  }
+  WARDEN_RETURN_IF_ERROR(r_.Fields(
+      node, path, {"users", "tools", "risks"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        const std::string kpath = path + "." + key;
+        if (key == "users") {
+          auto users = r_.NonEmptyStrings(value, kpath);
+          if (!users) return users.status();
+          if (users->empty()) return r_.Error(value, kpath, "expected at least one user name");
+          for (size_t i = 0; i < users->size(); ++i) {
+            if (!UserExists((*users)[i])) {
+              return r_.Error(value[i], kpath + "[" + std::to_string(i) + "]",
+                              "expected a user under identity.tenants, got '" + (*users)[i] + "'");
+            }
+          }
+          grant->users = std::move(*users);
+        } else if (key == "tools") {
+          auto globs = r_.Globs(value, kpath);
+          if (!globs) return globs.status();
+          grant->tools = std::move(*globs);
+        } else {
+          auto risks = Risks(value, kpath);
+          if (!risks) return risks.status();
+          grant->risks = std::move(*risks);
+        }
+        return Status::Ok();
+      }));
+  if (grant->users.empty()) {
+    return r_.Error(node, path, "missing 'users': expected the users this entry lets approve");
+  }
+  return Status::Ok();
+}
+
+Status Loader::ApprovalWebhookEntry(const YAML::Node& node) {
+  ApprovalWebhook webhook;
+  WARDEN_RETURN_IF_ERROR(r_.Fields(
+      node, "approvals.webhook", {"url", "secret"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        const std::string path = "approvals.webhook." + key;
+        auto s = r_.NonEmptyString(value, path);
+        if (!s) return s.status();
+        if (key == "url") {
+          if (!IsWebhookUrl(*s)) {
+            return r_.Error(value, path,
+                            "expected an http:// or https:// URL with a host, got '" + *s + "'");
+          }
+          webhook.url = *s;
+        } else {
+          // Never echoed: it may be the secret itself.
+          if (s->starts_with("env:") && !IsEnvName(std::string_view(*s).substr(4))) {
+            return r_.Error(value, path,
+                            "expected env:VAR with an environment variable's name (letters, "
+                            "digits and '_') after 'env:'");
+          }
+          webhook.secret = *s;
+        }
+        return Status::Ok();
+      }));
+  if (webhook.url.empty()) {
+    return r_.Error(node, "approvals.webhook",
+                    "missing 'url': expected the http:// or https:// URL to POST approvals to");
+  }
+  if (webhook.secret.empty()) {
+    return r_.Error(node, "approvals.webhook",
+                    "missing 'secret': expected the HMAC key (env:VAR or the text itself)");
+  }
+  policy_.approvals.webhook = std::move(webhook);
   return Status::Ok();
 }
 
@@ -554,9 +759,12 @@ Status Loader::UpstreamEntry(const std::string& name, const YAML::Node& key_node
         } else if (key == "instances") {
           auto text = r_.NonEmptyString(value, kpath);
           if (!text) return text.status();
-          if (*text == "shared") up.instances = Instances::kShared;
-          else if (*text == "per_user") up.instances = Instances::kPerUser;
-          else if (*text == "per_session") up.instances = Instances::kPerSession;
+          if (*text == "shared")
+            up.instances = Instances::kShared;
+          else if (*text == "per_user")
+            up.instances = Instances::kPerUser;
+          else if (*text == "per_session")
+            up.instances = Instances::kPerSession;
           else
             return r_.Error(value, kpath,
                             "expected shared, per_user or per_session, got '" + *text + "'");
@@ -564,9 +772,9 @@ Status Loader::UpstreamEntry(const std::string& name, const YAML::Node& key_node
           auto n = r_.Count(value, kpath);
           if (!n) return n.status();
           if (*n < 1 || *n > 100000)
-            return r_.Error(value, kpath,
-                            "expected a number of live instances from 1 to 100000, got " +
-                                std::to_string(*n));
+            return r_.Error(
+                value, kpath,
+                "expected a number of live instances from 1 to 100000, got " + std::to_string(*n));
           up.max_instances = static_cast<uint32_t>(*n);
         } else if (key == "idle") {
           auto text = r_.NonEmptyString(value, kpath);

@@ -42,6 +42,9 @@ std::vector<std::string> LabelNames(LabelSet labels);
 // ---- identity ----
 struct User {
   bool approver = false;  // may approve calls, for this tenant only
+  // "sha256:<64 hex>" hashes of the person's own API keys: a person's credential (approvals,
+  // console, admin API), never an agent's. A key belongs to exactly one user or one agent.
+  std::vector<std::string> keys;
   std::optional<std::vector<Glob>>
       tools;  // when set, the only tools the user (and their agents) may use
 };
@@ -67,8 +70,10 @@ struct JwtConfig {
   std::string agent_claim = "azp";
 };
 
+// Who a key hash belongs to: an agent (agent set, user = the agent's user) or a person (agent
+// empty, user set).
 struct KeyOwner {
-  std::string tenant, agent;
+  std::string tenant, agent, user;
 };
 
 struct Identity {
@@ -104,17 +109,17 @@ struct Upstream {
   std::vector<std::string> sandbox_allow;  // egress allow entries for this upstream's sandbox
   UpstreamCredentials credentials;
   Instances instances = Instances::kPerUser;
-  uint32_t max_instances = 64;             // live instances at once; a new one past it is refused
-  uint64_t idle_ms = 300000;               // an instance no session holds stops after this
+  uint32_t max_instances = 64;  // live instances at once; a new one past it is refused
+  uint64_t idle_ms = 300000;    // an instance no session holds stops after this
 };
 
 // ---- sandbox ----
 // sandbox__exec's pre-warmed pool in `warden serve` / `warden mcp` (docs/pool.md). Absent: the
 // gateway's defaults (its --exec-pool size, the default profile).
 struct SandboxPool {
-  bool set = false;      // the policy has a sandbox.pool section
-  uint32_t size = 2;     // sandboxes kept ready; 0: none
-  std::string profile;   // sandbox.profiles entry; empty: the default profile
+  bool set = false;     // the policy has a sandbox.pool section
+  uint32_t size = 2;    // sandboxes kept ready; 0: none
+  std::string profile;  // sandbox.profiles entry; empty: the default profile
 };
 
 struct SandboxSection {
@@ -144,6 +149,9 @@ struct Rule {
   LabelSet labels = 0;
   std::string sandbox_profile;  // sandbox.profiles entry, or empty
   std::optional<Undo> undo;
+  // When set, only these users of the call's tenant may approve calls this rule sends to a
+  // person (on top of approver: true and approvals.approvers).
+  std::vector<std::string> approvers;
 
   std::string id;          // "tools[3]" (0-based position in the file)
   std::string match_text;  // the match, as one line of YAML
@@ -179,6 +187,28 @@ struct Storage {
   bool sync_full = false;  // storage.sync: full
 };
 
+// ---- approvals (docs/approvals.md) ----
+// One entry of approvals.approvers: these users may approve calls to these tools at these risks.
+// When the list has entries, an approver must be named by one that matches the call.
+struct ApproverGrant {
+  std::vector<std::string> users;  // user names (of the call's tenant)
+  std::vector<Glob> tools;         // empty: every tool
+  std::vector<Risk> risks;         // empty: every risk
+};
+
+struct ApprovalWebhook {
+  std::string url;     // http:// or https://
+  std::string secret;  // HMAC-SHA256 key as written: "env:VAR" names an environment variable
+};
+
+struct Approvals {
+  uint64_t timeout_ms = 600000;  // approvals.timeout (default 10m): then denied as expired
+  std::vector<ApproverGrant> approvers;
+  std::vector<Risk> two_person;  // risks whose calls need two distinct approvers
+  bool self_approve = false;     // the requesting user may approve their own agent's calls
+  std::optional<ApprovalWebhook> webhook;
+};
+
 class RuleIndex;
 
 struct Policy {
@@ -194,6 +224,7 @@ struct Policy {
   std::map<std::string, AgentProfile, std::less<>> agent_profiles;
   std::map<std::string, Scope, std::less<>> scopes;
   std::vector<std::string> egress_allow;
+  Approvals approvals;
 
   // Built by the loader from `rules` (reset it after editing `rules`); when null, decisions
   // scan every rule in order.

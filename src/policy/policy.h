@@ -34,6 +34,8 @@ struct Decision {
                                 // "scopes.NAME", "agent_profiles.NAME", "identity..."
   std::string reason;           // one line, for the agent, the audit log and `policy test`
   std::string sandbox_profile;  // the rule's sandbox profile, or empty
+  int rule_index = -1;          // the deciding rule's index in Policy::rules, or -1 (a default,
+                                // an identity or scope decision)
   bool visible = false;         // what Visible() says for this caller and tool name: the
                                 // gateway answers calls to invisible tools as unknown tools
 };

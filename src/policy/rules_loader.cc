@@ -1,6 +1,7 @@
 // Loads `tools:` (the rules) and `defaults:`. Globs are compiled, JSON pointers split and regexes
 // compiled here, once, so that deciding a call allocates nothing for matching.
 #include <cmath>
+#include <optional>
 
 #include "policy/loader.h"
 
@@ -197,6 +198,37 @@ Status LoadUndo(const YamlReader& r, const YAML::Node& node, const std::string& 
   return Status::Ok();
 }
 
+// A rule's `approvers:`: users of the rule's tenant (match.tenant) when it names one, else of
+// any tenant. An empty list is refused: it would read as "nobody" but mean "anyone".
+Result<std::vector<std::string>> LoadRuleApprovers(const YamlReader& r, const YAML::Node& node,
+                                                   const std::string& path, const Policy& policy,
+                                                   const std::string& tenant) {
+  auto users = r.NonEmptyStrings(node, path);
+  if (!users) return users.status();
+  if (users->empty()) {
+    return r.Error(node, path,
+                   "expected at least one user name (leave 'approvers' out to let every approver "
+                   "decide)");
+  }
+  for (size_t i = 0; i < users->size(); ++i) {
+    const std::string& user = (*users)[i];
+    const std::string ipath = path + "[" + std::to_string(i) + "]";
+    if (!tenant.empty()) {
+      if (!policy.identity.tenants.at(tenant).users.contains(user)) {
+        return r.Error(node[i], ipath,
+                       "expected a user of tenant '" + tenant +
+                           "' (the rule's match.tenant), got '" + user + "'");
+      }
+      continue;
+    }
+    bool exists = false;
+    for (const auto& [name, t] : policy.identity.tenants) exists = exists || t.users.contains(user);
+    if (!exists)
+      return r.Error(node[i], ipath, "expected a user under identity.tenants, got '" + user + "'");
+  }
+  return users;
+}
+
 std::string OneLine(const YAML::Node& node) {
   YAML::Emitter out;
   out << YAML::Flow << node;
@@ -212,8 +244,11 @@ Result<Rule> LoadRule(const YamlReader& r, const YAML::Node& node, size_t index,
   if (!node.IsMap())
     return r.Error(node, path, "expected a rule: a mapping with 'match:' and what it gives");
   bool has_match = false;
+  std::optional<YAML::Node> approvers;  // checked once match.tenant is known
   WARDEN_RETURN_IF_ERROR(r.Fields(
-      node, path, {"match", "risk", "effect", "access", "labels", "sandbox", "undo", "credentials"},
+      node, path,
+      {"match", "risk", "effect", "access", "labels", "sandbox", "undo", "approvers",
+       "credentials"},
       [&](const std::string& key, const YAML::Node& key_node, const YAML::Node& value) -> Status {
         const std::string kpath = path + "." + key;
         if (key == "match") {
@@ -249,6 +284,8 @@ Result<Rule> LoadRule(const YamlReader& r, const YAML::Node& node, size_t index,
         } else if (key == "undo") {
           rule.undo.emplace();
           return LoadUndo(r, value, kpath, &*rule.undo);
+        } else if (key == "approvers") {
+          approvers = value;
         } else {
           return r.Error(
               key_node, kpath,
@@ -260,6 +297,11 @@ Result<Rule> LoadRule(const YamlReader& r, const YAML::Node& node, size_t index,
   if (!has_match)
     return r.Error(node, path,
                    "missing 'match:': expected the tool (and optionally more) it applies to");
+  if (approvers) {
+    auto users = LoadRuleApprovers(r, *approvers, path + ".approvers", policy, rule.match.tenant);
+    if (!users) return users.status();
+    rule.approvers = std::move(*users);
+  }
   rule.text = rule.id + " " + rule.match_text;
   return rule;
 }

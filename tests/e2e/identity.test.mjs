@@ -1,15 +1,20 @@
 // warden serve with a policy that declares two tenants, each with an agent holding an API key:
 // each key sees only its own tenant's tools, a session belongs to the key that opened it, and a
-// request without a valid key is refused before MCP.
+// request without a valid key is refused before MCP. The admin API is for people: alice's own key
+// (keys: on the user) works there, her agent's is refused. A policy file without tenants on a
+// loopback listener serves the one local user, as the embedded default does.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { join } from 'node:path';
-import { FIXTURES, NODE, connectHttp, makeApiKey, resultText, startServe, tempDir, writeFile } from './lib/warden.mjs';
+import {
+  FIXTURES, NODE, connectHttp, eventually, makeApiKey, resultText, startServe, tempDir, writeFile,
+} from './lib/warden.mjs';
 
 const TOOL_SERVER = join(FIXTURES, 'tool-server.mjs');
 let tmp, warden;
 const keyA = makeApiKey();
 const keyB = makeApiKey();
+const personA = makeApiKey(); // alice's own key: a person's
 const bearer = (k) => ({ Authorization: `Bearer ${k.key}` });
 
 const initialize = (id = 1) => JSON.stringify({
@@ -29,7 +34,7 @@ identity:
   tenants:
     acme:
       users:
-        alice: { tools: ["alpha__*"] }
+        alice: { approver: true, tools: ["alpha__*"], keys: ["${personA.hash}"] }
       agents:
         alice-bot: { user: alice, keys: ["${keyA.hash}"] }
     globex:
@@ -110,4 +115,49 @@ test('no key, an unknown key, or a malformed header: 401 before any MCP', { time
 
 test('the SDK client without a key fails to connect', { timeout: 30000 }, async () => {
   await assert.rejects(connectHttp(warden.url), (err) => err.code === 401 && /missing credentials/.test(err.message));
+});
+
+test("the admin API: an approver's agent key is refused (403), her own key works", { timeout: 30000 }, async () => {
+  const api = new URL('/api/kill', warden.url);
+  const agent = await fetch(api, { headers: bearer(keyA) });
+  assert.equal(agent.status, 403);
+  assert.match((await agent.json()).error, /agent 'alice-bot' may not use the admin API.*keys:/);
+  const kill = await fetch(api, {
+    method: 'POST',
+    headers: { ...bearer(keyA), 'Content-Type': 'application/json' },
+    body: JSON.stringify({ scope: 'agent', name: 'alice-bot', reason: 'e2e' }),
+  });
+  assert.equal(kill.status, 403, await kill.text());
+
+  const person = await fetch(api, { headers: bearer(personA) });
+  const listed = await person.text();
+  assert.equal(person.status, 200, listed);
+  assert.deepEqual(JSON.parse(listed).switches, []);
+});
+
+test('a policy file without tenants on a loopback listener serves the local user without keys', { timeout: 30000 }, async () => {
+  const dir = tempDir();
+  const policy = writeFile(dir.dir, 'single.yaml', `version: 1
+upstreams:
+  alpha:
+    command: ${JSON.stringify([NODE, TOOL_SERVER])}
+tools:
+  - match: { tool: "alpha__*" }
+    risk: low
+`);
+  const local = await startServe(['--config', policy, '--audit-db', join(dir.dir, 'audit.db')]);
+  try {
+    assert.ok(await eventually(() => /serving one local user/.test(local.stderr())), local.stderr());
+    const { client } = await connectHttp(local.url);
+    try {
+      assert.equal(resultText(await client.callTool({ name: 'alpha__add', arguments: { a: 1, b: 2 } })), '3');
+    } finally {
+      await client.close();
+    }
+    const listed = await fetch(new URL('/api/kill', local.url));
+    assert.equal(listed.status, 200, await listed.text());
+  } finally {
+    await local.stop();
+    dir.cleanup();
+  }
 });

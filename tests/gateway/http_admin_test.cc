@@ -1,21 +1,21 @@
 // The admin API (kill switches over HTTP, src/gateway/admin_api.h) on a real HttpServer, with
-// real McpSessions on a real GatewayCore, callers authenticated by the real identity::Authenticator from API
-// keys in a two-tenant policy, sandbox__exec running for real, and the kill switches wired to
-// the sessions' in-flight calls as `warden serve` wires them (gateway_setup.cc).
+// real McpSessions on a real GatewayCore, callers authenticated by the real identity::Authenticator
+// from API keys in a two-tenant policy, sandbox__exec running for real, and the kill switches wired
+// to the sessions' in-flight calls as `warden serve` wires them (gateway_setup.cc).
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <future>
-#include <vector>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gateway/http/admin_api.h"
 #include "gateway/http/http_server.h"
-#include "identity/identity.h"
 #include "gateway/session/session.h"
 #include "http_client.h"
+#include "identity/identity.h"
 #include "testing.h"
 
 namespace warden::gateway {
@@ -25,8 +25,10 @@ using namespace http_test;
 using testing::PolicyFromText;
 using testing::TempDir;
 
-// Keys: ann (approver of acme, through her agent ops), carl (not an approver, agent coder),
-// gina (approver of globex, agent gops). Both tenants have an agent called "shared".
+// People's own keys (`keys:` on the user): ann-key (approver of acme), carl-key (not an
+// approver), gina-key (approver of globex). Agents' keys: ops-key (ann's agent), coder-key
+// (carl's), gops-key (gina's) and others. Both tenants have an agent called "shared". The admin
+// API is for people: every agent key is refused there, an approver's agent's included.
 std::string TwoTenantPolicy() {
   auto key = [](const char* k) { return "[\"" + identity::HashApiKey(k) + "\"]"; };
   return std::string(R"(version: 1
@@ -34,20 +36,28 @@ identity:
   tenants:
     acme:
       users:
-        ann: { approver: true }
-        carl: {}
-      agents:
-        ops: { user: ann, keys: )") +
+        ann: { approver: true, keys: )") +
          key("ann-key") + R"( }
-        coder: { user: carl, keys: )" + key("coder-key") + R"( }
-        shared: { user: carl, keys: )" + key("acme-shared-key") + R"( }
+        carl: { keys: )" +
+         key("carl-key") + R"( }
+      agents:
+        ops: { user: ann, keys: )" +
+         key("ops-key") + R"( }
+        coder: { user: carl, keys: )" +
+         key("coder-key") + R"( }
+        shared: { user: carl, keys: )" +
+         key("acme-shared-key") + R"( }
     globex:
       users:
-        gina: { approver: true }
+        gina: { approver: true, keys: )" +
+         key("gina-key") + R"( }
       agents:
-        gops: { user: gina, keys: )" + key("gina-key") + R"( }
-        worker: { user: gina, keys: )" + key("worker-key") + R"( }
-        shared: { user: gina, keys: )" + key("globex-shared-key") + R"( }
+        gops: { user: gina, keys: )" +
+         key("gops-key") + R"( }
+        worker: { user: gina, keys: )" +
+         key("worker-key") + R"( }
+        shared: { user: gina, keys: )" +
+         key("globex-shared-key") + R"( }
 tools:
   - match: { tool: "sandbox__exec", server: "sandbox" }
     risk: medium
@@ -61,7 +71,8 @@ class AdminHost : public SessionHost {
  public:
   AdminHost(GatewayCore& core, identity::Authenticator auth, AdminApiOptions options)
       : core_(core), auth_(std::move(auth)), api_(std::make_shared<AdminApi>(core, options)) {}
-  Result<identity::Caller> Authenticate(std::string_view authorization, const std::string&) override {
+  Result<identity::Caller> Authenticate(std::string_view authorization,
+                                        const std::string&) override {
     return auth_.Authenticate(authorization);
   }
   std::shared_ptr<McpSession> CreateSession(const identity::Caller& caller) override {
@@ -143,10 +154,10 @@ class AdminApiTest : public ::testing::Test {
     EXPECT_EQ(init.status, 200) << init.body;
     std::string sid = init.Header("mcp-session-id");
     Connection c2(server_->port());
-    EXPECT_EQ(c2.Send(Post(json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, sid,
-                           key))
-                  .status,
-              202);
+    EXPECT_EQ(
+        c2.Send(Post(json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, sid, key))
+            .status,
+        202);
     return sid;
   }
   HttpReply Exec(const std::string& sid, const std::string& key, const std::string& command,
@@ -218,8 +229,8 @@ TEST_F(AdminApiTest, ApproverKillsAnAgentOfTheirTenantAndEndsItsInFlightSandbox)
   EXPECT_NE(ended.body.find("kill switch"), std::string::npos) << ended.body;
 
   // Another agent of the same tenant is not stopped.
-  std::string ops = Initialize("ann-key");
-  EXPECT_EQ(Exec(ops, "ann-key", "echo fine").Json()["result"]["isError"], false);
+  std::string ops = Initialize("ops-key");
+  EXPECT_EQ(Exec(ops, "ops-key", "echo fine").Json()["result"]["isError"], false);
 
   // Released: coder works again.
   HttpReply released = Unkill("ann-key", "agent", "coder");
@@ -239,7 +250,7 @@ TEST_F(AdminApiTest, ApproverKillsAnAgentOfTheirTenantAndEndsItsInFlightSandbox)
   EXPECT_EQ(admin[0].agent, "coder");
   EXPECT_EQ(admin[0].reason, "runaway loop");
   EXPECT_EQ(admin[0].arguments["via"], "api");
-  EXPECT_EQ(admin[0].arguments["by"]["agent"], "ops");
+  EXPECT_EQ(admin[0].arguments["by"]["agent"], "") << "a person, with her own key";
   EXPECT_EQ(admin[1].decision, "unkill");
   EXPECT_TRUE(gw_->audit->Verify().ok());
 }
@@ -297,9 +308,11 @@ TEST_F(AdminApiTest, AttackCrossTenantAndNonApproverChangesAreRefused) {
       {"ann-key", "agent", "shared", 403, "another tenant"},        // the name is in both
       {"ann-key", "tool", "sandbox__exec", 403, "local operator"},  // crosses tenants
       {"ann-key", "all", "", 403, "local operator"},
-      {"coder-key", "agent", "coder", 403, "not an approver"},  // carl is no approver
-      {"coder-key", "tenant", "acme", 403, "not an approver"},
+      {"carl-key", "agent", "coder", 403, "not an approver"},  // carl is no approver
+      {"carl-key", "tenant", "acme", 403, "not an approver"},
       {"gina-key", "agent", "coder", 403, "no agent 'coder'"},
+      {"coder-key", "agent", "coder", 403, "may not use the admin API"},  // an agent
+      {"ops-key", "agent", "coder", 403, "may not use the admin API"},    // an approver's agent
   };
   for (const Case& c : cases) {
     HttpReply reply = Kill(c.key, c.scope, c.name);
@@ -329,16 +342,69 @@ TEST_F(AdminApiTest, AttackCrossTenantAndNonApproverChangesAreRefused) {
 
 TEST_F(AdminApiTest, AttackAStoppedCallerCannotReleaseSwitches) {
   StartServer();
-  // ann stops her own agent ops; with its key she cannot release it (an agent freeing itself).
+  // ann stops her own agent ops: the agent cannot release itself (no agent may use the API) ...
   ASSERT_EQ(Kill("ann-key", "agent", "ops").status, 200);
-  HttpReply self = Unkill("ann-key", "agent", "ops");
+  HttpReply self = Unkill("ops-key", "agent", "ops");
   EXPECT_EQ(self.status, 403) << self.body;
-  EXPECT_NE(self.body.find("stopped by kill switch agent:ops"), std::string::npos) << self.body;
   EXPECT_TRUE(gw_->kills.Check("acme", "ops", "x").has_value());
-  // gina's tenant stopped by gina: her key cannot release it either.
+  // ... gina's tenant stopped by gina: her own key cannot release it, she is stopped too ...
   ASSERT_EQ(Kill("gina-key", "tenant", "globex").status, 200);
-  EXPECT_EQ(Unkill("gina-key", "tenant", "globex").status, 403);
+  HttpReply tenant = Unkill("gina-key", "tenant", "globex");
+  EXPECT_EQ(tenant.status, 403) << tenant.body;
+  EXPECT_NE(tenant.body.find("stopped by kill switch tenant:globex"), std::string::npos)
+      << tenant.body;
   EXPECT_EQ(gw_->kills.Active().size(), 2u);
+  // ... while ann, whom the agent switch does not stop, may release it with her own key.
+  EXPECT_EQ(Unkill("ann-key", "agent", "ops").status, 200);
+  EXPECT_FALSE(gw_->kills.Check("acme", "ops", "x").has_value());
+}
+
+// An agent's credential never reaches an endpoint: refused once, before dispatch, whatever the
+// path or method, even when the agent's user is an approver (an injected agent must not release
+// the switch that stopped it, nor approve its own calls).
+TEST_F(AdminApiTest, AttackAgentKeysAreRefusedOnEveryAdminPathEvenForAnApproversAgent) {
+  StartServer();
+  struct Case {
+    std::string method, path, body;
+  };
+  const std::string body = R"({"scope":"agent","name":"coder","reason":"x"})";
+  const Case cases[] = {
+      {"GET", "/api/kill", ""},
+      {"POST", "/api/kill", body},
+      {"DELETE", "/api/kill", R"({"scope":"agent","name":"coder"})"},
+      {"POST", "/api/unkill", R"({"scope":"agent","name":"coder"})"},
+      {"PUT", "/api/kill", body},
+      {"GET", "/api/approvals", ""},
+      {"POST", "/api/approvals/apr_1/approve", R"({"comment":"ok"})"},
+      {"GET", "/api/nothing", ""},
+  };
+  for (const std::string key : {"ops-key", "gops-key", "coder-key"}) {
+    for (const Case& c : cases) {
+      HttpReply reply = Api(c.method, key, c.body, c.path);
+      EXPECT_EQ(reply.status, 403) << key << " " << c.method << " " << c.path << ": " << reply.body;
+      const std::string error = reply.Json().value("error", "");
+      EXPECT_NE(error.find("may not use the admin API"), std::string::npos) << error;
+      EXPECT_NE(error.find("keys:"), std::string::npos) << "says what to use instead: " << error;
+    }
+  }
+  EXPECT_NE(Api("GET", "ops-key").Json()["error"].get<std::string>().find("agent 'ops'"),
+            std::string::npos);
+  EXPECT_TRUE(gw_->kills.Active().empty()) << "no agent changed anything";
+  EXPECT_TRUE(AdminEntries().empty());
+  EXPECT_TRUE(RefusalAudited("403", "agent 'ops' may not use the admin API"));
+  EXPECT_TRUE(RefusalAudited("403", "GET /api/kill"));
+
+  // The same approvers with their own keys.
+  HttpReply listed = Api("GET", "ann-key");
+  EXPECT_EQ(listed.status, 200) << listed.body;
+  HttpReply killed = Kill("ann-key", "agent", "coder");
+  EXPECT_EQ(killed.status, 200) << killed.body;
+  EXPECT_EQ(Kill("gina-key", "agent", "worker").status, 200);
+  EXPECT_EQ(gw_->kills.Active().size(), 2u);
+  std::vector<audit::AuditEntry> admin = AdminEntries();
+  ASSERT_EQ(admin.size(), 2u);
+  EXPECT_EQ(admin[0].user, "ann");
+  EXPECT_EQ(admin[0].arguments["by"]["agent"], "");
 }
 
 TEST_F(AdminApiTest, ListShowsOnlyWhatTheApproverMaySee) {
@@ -356,7 +422,7 @@ TEST_F(AdminApiTest, ListShowsOnlyWhatTheApproverMaySee) {
   HttpReply gina = Api("GET", "gina-key");
   ASSERT_EQ(gina.Json()["switches"].size(), 1u) << gina.body;
   EXPECT_EQ(gina.Json()["switches"][0]["switch"], "agent:worker");
-  EXPECT_EQ(Api("GET", "coder-key").status, 403) << "a non-approver lists nothing";
+  EXPECT_EQ(Api("GET", "carl-key").status, 403) << "a non-approver lists nothing";
   // Killing again is not a change; the list still has one entry.
   HttpReply again = Kill("ann-key", "agent", "coder", "acme reason");
   EXPECT_EQ(again.Json()["changed"], false);
@@ -401,9 +467,12 @@ TEST_F(AdminApiTest, BadRequestsGetClearJsonErrors) {
   Req text{.method = "POST", .path = "/api/kill", .body = "scope=agent"};
   text.headers = {{"Authorization", "Bearer ann-key"}, {"Content-Type", "text/plain"}};
   EXPECT_EQ(Connection(server_->port()).Send(text).status, 415);
-  Req big{.method = "POST", .path = "/api/kill",
-          .body = json{{"scope", "agent"}, {"name", "coder"},
-                       {"reason", std::string(kMaxAdminBodyBytes, 'x')}}.dump()};
+  Req big{.method = "POST",
+          .path = "/api/kill",
+          .body = json{{"scope", "agent"},
+                       {"name", "coder"},
+                       {"reason", std::string(kMaxAdminBodyBytes, 'x')}}
+                      .dump()};
   big.headers = {{"Authorization", "Bearer ann-key"}, {"Content-Type", "application/json"}};
   EXPECT_EQ(Connection(server_->port()).Send(big).status, 413);
 
@@ -419,16 +488,23 @@ TEST_F(AdminApiTest, BadRequestsGetClearJsonErrors) {
   EXPECT_TRUE(gw_->kills.Active().empty());
 }
 
+// In single-user mode any credential (or none) is the local user. Changes are sent with an
+// Authorization header, as curl would: one without needs the console's session and CSRF token.
+constexpr char kAnyKey[] = "whatever";
+
 TEST_F(AdminApiTest, LocalOperatorMayChangeEverySwitch) {
-  StartServer("version: 1\n", identity::IdentityOptions{.local_single_user = true, .local_user = "me"},
+  StartServer("version: 1\n",
+              identity::IdentityOptions{.local_single_user = true, .local_user = "me"},
               AdminApiOptions{.local_operator = true});
-  HttpReply tool = Kill("", "tool", "sandbox__exec", "maintenance");
+  // Any Authorization value is the local user here. A change without one would need the
+  // console's CSRF token (console_test.cc).
+  HttpReply tool = Kill("any", "tool", "sandbox__exec", "maintenance");
   ASSERT_EQ(tool.status, 200) << tool.body;
-  HttpReply all = Kill("", "all", "");
+  HttpReply all = Kill("any", "all", "");
   ASSERT_EQ(all.status, 200) << all.body;
-  EXPECT_EQ(Api("GET", "").Json()["switches"].size(), 2u);
-  EXPECT_EQ(Unkill("", "all", "").status, 200);
-  EXPECT_EQ(Unkill("", "tool", "sandbox__exec").status, 200);
+  EXPECT_EQ(Api("GET", kAnyKey).Json()["switches"].size(), 2u);
+  EXPECT_EQ(Unkill("any", "all", "").status, 200);
+  EXPECT_EQ(Unkill("any", "tool", "sandbox__exec").status, 200);
   EXPECT_TRUE(gw_->kills.Active().empty());
   std::vector<audit::AuditEntry> admin = AdminEntries();
   ASSERT_EQ(admin.size(), 4u);
@@ -436,11 +512,61 @@ TEST_F(AdminApiTest, LocalOperatorMayChangeEverySwitch) {
   EXPECT_EQ(admin[0].arguments["by"]["local_operator"], true);
 }
 
+// A policy FILE that declares no tenants, served on a loopback listener, is single-user mode as
+// the embedded default is: warden serve passes local_single_user and local_operator for any
+// loopback listener (serve_command.cc), and the local user is the operator.
+TEST_F(AdminApiTest, APolicyFileWithoutTenantsOnLoopbackServesTheLocalOperator) {
+  const std::string file = R"(version: 1
+sandbox:
+  profiles:
+    default: { memory: 512M, pids: 128, timeout: 30s, net: none }
+tools:
+  - match: { tool: "sandbox__exec" }
+    risk: medium
+    effect: allow
+defaults:
+  unknown_tool: { risk: high, effect: deny }
+)";
+  StartServer(file, identity::IdentityOptions{.local_single_user = true, .local_user = "me"},
+              AdminApiOptions{.local_operator = true});
+  // MCP without credentials, as the local user.
+  std::string sid = Initialize(kAnyKey);
+  ASSERT_FALSE(sid.empty());
+  HttpReply ran = Exec(sid, kAnyKey, "echo local");
+  EXPECT_EQ(ran.Json()["result"]["structuredContent"]["stdout"], "local\n") << ran.body;
+  // The admin API: every switch, tool and all included.
+  EXPECT_EQ(Api("GET", kAnyKey).status, 200);
+  HttpReply tool = Kill(kAnyKey, "tool", "sandbox__exec", "maintenance");
+  ASSERT_EQ(tool.status, 200) << tool.body;
+  EXPECT_EQ(Unkill(kAnyKey, "tool", "sandbox__exec").status, 200);
+  std::vector<audit::AuditEntry> admin = AdminEntries();
+  ASSERT_EQ(admin.size(), 2u);
+  EXPECT_EQ(admin[0].user, "me");
+  EXPECT_EQ(admin[0].arguments["by"]["local_operator"], true);
+}
+
 TEST_F(AdminApiTest, WithoutLocalOperatorModeAPolicyWithoutTenantsGivesNoOperator) {
-  // Single-user mode on a non-loopback listener is not the local operator.
-  StartServer("version: 1\n", identity::IdentityOptions{.local_single_user = true, .local_user = "me"},
+  // Defence in depth: a caller without a tenant is not the operator unless the listener said so.
+  StartServer("version: 1\n",
+              identity::IdentityOptions{.local_single_user = true, .local_user = "me"},
               AdminApiOptions{.local_operator = false});
-  EXPECT_EQ(Kill("", "tool", "sandbox__exec").status, 403);
+  EXPECT_EQ(Kill(kAnyKey, "tool", "sandbox__exec").status, 403);
+  EXPECT_TRUE(gw_->kills.Active().empty());
+}
+
+// On any other listener (warden serve: not loopback) a policy without tenants refuses every HTTP
+// request, MCP and admin alike, with credentials or without.
+TEST_F(AdminApiTest, APolicyWithoutTenantsOnANonLoopbackListenerRefusesEveryRequest) {
+  StartServer("version: 1\n", identity::IdentityOptions{}, AdminApiOptions{});
+  for (const std::string key : {"", "ann-key"}) {
+    HttpReply listed = Api("GET", key);
+    EXPECT_EQ(listed.status, 401) << listed.body;
+    EXPECT_NE(listed.body.find("identity is not configured"), std::string::npos) << listed.body;
+    EXPECT_EQ(Kill(key, "all", "").status, 401);
+    Connection c(server_->port());
+    Req init = Post(InitializeRequest("2025-06-18"), "", key.empty() ? "x" : key);
+    EXPECT_EQ(c.Send(init).status, 401);
+  }
   EXPECT_TRUE(gw_->kills.Active().empty());
 }
 

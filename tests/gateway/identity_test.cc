@@ -41,6 +41,10 @@ constexpr char kAliceKeyHash[] =
 constexpr char kCarolKey[] = "wk_carol_fedcba9876543210";
 constexpr char kCarolKeyHash[] =
     "sha256:9f9cbb81aaa6385dea77c0151aab1bb3a93f346994eefbda7f2bbe3c932bda76";
+// bob's own key (`keys:` on the user): a person's credential.
+constexpr char kBobKey[] = "wk_bob_person_key_0001";
+constexpr char kBobKeyHash[] =
+    "sha256:00d63c9fe009e17fd6c78c9e24dda93d09b5dce349f131f81603aabfc922d4c4";
 constexpr char kIssuer[] = "https://idp.example.com";
 // 2026-01-01T00:00:00Z: tokens here are issued then; checks run a minute later.
 const system_clock::time_point kIssued = system_clock::from_time_t(1767225600);
@@ -59,9 +63,13 @@ std::string PolicyYaml(const std::string& jwks_file, const std::string& audience
                          "identity:\n"
                          "  tenants:\n"
                          "    acme:\n"
-                         "      users: { alice: {}, bob: {} }\n"
-                         "      agents:\n"
-                         "        alice-coder: { user: alice, keys: [\"") +
+                         "      users:\n"
+                         "        alice: {}\n"
+                         "        bob: { approver: true, keys: [\"") +
+                     kBobKeyHash +
+                     "\"] }\n"
+                     "      agents:\n"
+                     "        alice-coder: { user: alice, keys: [\"" +
                      kAliceKeyHash +
                      "\"] }\n"
                      "        bob-bot: { user: bob }\n"
@@ -237,6 +245,27 @@ TEST(ApiKeyTest, AgentsKeyGivesTheAgentItsTenantAndTheUserItActsFor) {
   EXPECT_EQ(caller->scope, "");
 }
 
+TEST(ApiKeyTest, AUsersOwnKeyGivesThePersonWithoutAnAgent) {
+  const Authenticator auth = MakeAuthenticator("");
+  EXPECT_EQ(HashApiKey(kBobKey), kBobKeyHash);
+  auto caller = auth.Authenticate(Bearer(kBobKey));
+  ASSERT_TRUE(caller.ok()) << caller.status().message();
+  EXPECT_EQ(caller->tenant, "acme");
+  EXPECT_EQ(caller->user, "bob");
+  EXPECT_EQ(caller->agent, "") << "a person: no agent, although bob has an agent (bob-bot)";
+  EXPECT_EQ(caller->scope, "");
+  // Built from the policy's key table directly: a person's entry whose user is gone (or names
+  // none) is an unknown key, never a caller with an empty user.
+  policy::Policy policy = LoadPolicy(PolicyYaml(""));
+  policy.identity.keys[HashApiKey("orphan")] = policy::KeyOwner{"acme", "", "mallory"};
+  policy.identity.keys[HashApiKey("nobody")] = policy::KeyOwner{"acme", "", ""};
+  auto built = Authenticator::Create(policy, {});
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  EXPECT_EQ(Refusal(*built, Bearer("orphan")), "unknown API key");
+  EXPECT_EQ(Refusal(*built, Bearer("nobody")), "unknown API key");
+  EXPECT_EQ(built->Authenticate(Bearer(kBobKey))->agent, "");
+}
+
 TEST(ApiKeyTest, EachTenantsKeyResolvesToThatTenantOnly) {
   const Authenticator auth = MakeAuthenticator("");
   auto carol = auth.Authenticate(Bearer(kCarolKey));
@@ -319,6 +348,30 @@ TEST(JwtTest, WithoutKidTheKeyIsFoundByAlgorithmAndTheAgentClaimIsOptional) {
     EXPECT_EQ(caller->agent, "") << alg;
     EXPECT_EQ(caller->user, "alice") << alg;
   }
+}
+
+// A token naming a user and no agent is that person, as a user's own key is: an absent or null
+// agent claim gives an empty agent; an empty one is refused rather than read as "no agent".
+TEST(JwtTest, ATokenWithoutAnAgentClaimIsThePerson) {
+  const Authenticator auth = MakeAuthenticator();
+  json claims = GoodClaims();
+  claims["sub"] = "bob";
+  claims.erase("azp");
+  auto absent = auth.Authenticate(Bearer(Token("ES256", claims)), kNow);
+  ASSERT_TRUE(absent.ok()) << absent.status().message();
+  EXPECT_EQ(absent->tenant, "acme");
+  EXPECT_EQ(absent->user, "bob");
+  EXPECT_EQ(absent->agent, "");
+  claims["azp"] = nullptr;
+  auto null_claim = auth.Authenticate(Bearer(Token("RS256", claims)), kNow);
+  ASSERT_TRUE(null_claim.ok()) << null_claim.status().message();
+  EXPECT_EQ(null_claim->agent, "");
+  claims["azp"] = "";
+  EXPECT_NE(Refusal(auth, Bearer(Token("RS256", claims))).find("is not a non-empty string"),
+            std::string::npos);
+  // With the agent claim it is the agent, not the person.
+  claims["azp"] = "bob-bot";
+  EXPECT_EQ(auth.Authenticate(Bearer(Token("EdDSA", claims)), kNow)->agent, "bob-bot");
 }
 
 TEST(JwtTest, TimeClaims) {
@@ -476,8 +529,7 @@ TEST(JwtTest, ForgedHs256WithEmptyKidAndEmptyKeyAgainstKidlessOctAndRsaKeysIsRef
   json rsa = fixture["keys"][0];
   rsa.erase("kid");
   rsa.erase("alg");
-  const TempJwks jwks(json::array(
-      {{{"kty", "oct"}, {"k", B64Url(std::string(32, 'k'))}}, rsa}));
+  const TempJwks jwks(json::array({{{"kty", "oct"}, {"k", B64Url(std::string(32, 'k'))}}, rsa}));
   const Authenticator auth = MakeAuthenticator(jwks.path());
   for (const json& header : {json{{"alg", "HS256"}, {"kid", ""}}, json{{"alg", "HS256"}}}) {
     const std::string forged = HmacToken(header, GoodClaims(), "");
@@ -486,8 +538,8 @@ TEST(JwtTest, ForgedHs256WithEmptyKidAndEmptyKeyAgainstKidlessOctAndRsaKeysIsRef
   }
   // The oct key itself still works, by algorithm (no kid).
   EXPECT_TRUE(
-      auth.Authenticate(Bearer(HmacToken(json{{"alg", "HS256"}}, GoodClaims(), std::string(32, 'k'))),
-                        kNow)
+      auth.Authenticate(
+              Bearer(HmacToken(json{{"alg", "HS256"}}, GoodClaims(), std::string(32, 'k'))), kNow)
           .ok());
 }
 
@@ -508,10 +560,10 @@ TEST(JwtTest, Hs256TokenAgainstAnRsaKeyWithAnEmptySecretIsRefused) {
   kidless.erase("alg");
   const TempJwks jwks(json::array({fixture["keys"][0], kidless}));
   const Authenticator auth = MakeAuthenticator(jwks.path());
-  EXPECT_NE(Refusal(auth, Bearer(HmacToken(json{{"alg", "HS256"}, {"kid", "rsa-1"}}, GoodClaims(),
-                                           "")))
-                .find("does not fit key 'rsa-1'"),
-            std::string::npos);
+  EXPECT_NE(
+      Refusal(auth, Bearer(HmacToken(json{{"alg", "HS256"}, {"kid", "rsa-1"}}, GoodClaims(), "")))
+          .find("does not fit key 'rsa-1'"),
+      std::string::npos);
   EXPECT_NE(Refusal(auth, Bearer(HmacToken(json{{"alg", "HS256"}}, GoodClaims(), "")))
                 .find("verifies alg HS256"),
             std::string::npos);
@@ -536,10 +588,11 @@ TEST(JwtTest, HmacKeyShorterThanTheHashIsNotUsedForHs384OrHs512) {
                                            short_secret, EVP_sha512())))
                 .find("does not fit key 'short' (kty oct, 32 bytes)"),
             std::string::npos);
-  EXPECT_EQ(Refusal(auth, Bearer(HmacToken(json{{"alg", "HS512"}}, claims, short_secret,
-                                           EVP_sha512()))),
-            "JWT refused: bad signature");
-  for (const auto& [alg, md] : {std::pair{"HS384", EVP_sha384()}, std::pair{"HS512", EVP_sha512()}}) {
+  EXPECT_EQ(
+      Refusal(auth, Bearer(HmacToken(json{{"alg", "HS512"}}, claims, short_secret, EVP_sha512()))),
+      "JWT refused: bad signature");
+  for (const auto& [alg, md] :
+       {std::pair{"HS384", EVP_sha384()}, std::pair{"HS512", EVP_sha512()}}) {
     auto caller = auth.Authenticate(
         Bearer(HmacToken(json{{"alg", alg}, {"kid", "long"}}, claims, long_secret, md)), kNow);
     EXPECT_TRUE(caller.ok()) << alg << ": " << caller.status().message();
@@ -771,22 +824,21 @@ TEST_F(JwksFileTest, WeakOrInvalidPublicKeysAreRefused) {
 // Chosen: a short oct key is an error when the JWKS is loaded (the whole file is refused), and
 // the error names the entry and its kid.
 TEST_F(JwksFileTest, ShortOctKeyIsRefusedAtLoadNamingTheKey) {
-  const std::string short16 =
-      CreateError(json{{"keys", {{{"kty", "oct"}, {"kid", "weak"}, {"k", B64Url(std::string(16, 'x'))}}}}}
-                      .dump());
+  const std::string short16 = CreateError(
+      json{{"keys", {{{"kty", "oct"}, {"kid", "weak"}, {"k", B64Url(std::string(16, 'x'))}}}}}
+          .dump());
   EXPECT_NE(short16.find("keys[0] (kid 'weak'): oct key of 16 bytes; HS256 needs at least 32"),
             std::string::npos)
       << short16;
-  const std::string hs512 = CreateError(
-      json{{"keys",
-            {{{"kty", "oct"}, {"kid", "k5"}, {"alg", "HS512"}, {"k", B64Url(std::string(32, 'x'))}}}}}
-          .dump());
+  const std::string hs512 = CreateError(json{
+      {"keys",
+       {{{"kty", "oct"}, {"kid", "k5"}, {"alg", "HS512"}, {"k", B64Url(std::string(32, 'x'))}}}}}
+                                            .dump());
   EXPECT_NE(hs512.find("keys[0] (kid 'k5'): oct key of 32 bytes; HS512 needs at least 64"),
             std::string::npos)
       << hs512;
   const std::string hs384 = CreateError(
-      json{{"keys",
-            {{{"kty", "oct"}, {"alg", "HS384"}, {"k", B64Url(std::string(47, 'x'))}}}}}
+      json{{"keys", {{{"kty", "oct"}, {"alg", "HS384"}, {"k", B64Url(std::string(47, 'x'))}}}}}
           .dump());
   EXPECT_NE(hs384.find("keys[0]: oct key of 47 bytes; HS384 needs at least 48"), std::string::npos)
       << hs384;

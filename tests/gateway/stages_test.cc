@@ -3,7 +3,6 @@
 #include "gateway/stages/stages.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <string>
@@ -56,6 +55,8 @@ class StagesTest : public ::testing::Test {
     pipeline_.AddStage(std::make_unique<IdentityStage>(identity::Caller{"", "alice", "", ""}));
     pipeline_.AddStage(std::make_unique<KillSwitchStage>(kills_));
     pipeline_.AddStage(std::make_unique<PolicyStage>(holder_));
+    // Without a gate the approval stage refuses what the policy sends to a person.
+    pipeline_.AddStage(std::make_unique<ApprovalStage>(nullptr, nullptr, nullptr));
     auto exec = std::make_unique<FakeExecute>();
     exec_ = exec.get();
     pipeline_.AddStage(std::move(exec));
@@ -115,7 +116,7 @@ TEST_F(StagesTest, PolicyDenyNeverExecutesAndIsAuditedWithTheRule) {
   EXPECT_EQ(entries[0].arguments, (nlohmann::json{{"command", "rm -rf /"}}));
 }
 
-TEST_F(StagesTest, AskIsDeniedWithApprovalRequiredAndAuditedWithTheRule) {
+TEST_F(StagesTest, AskWithoutAGateIsDeniedWithApprovalRequiredAndAuditedWithTheRule) {
   StageOutcome out = Call("sandbox__exec", {{"command", "sudo reboot"}});
   EXPECT_EQ(out.result, StageResult::kDeny);
   EXPECT_EQ(out.refusal, Refusal::kDenied);
@@ -184,8 +185,8 @@ TEST(StandardPipeline, ChainsTheStagesInTheArchitecturesOrder) {
   auto log = OpenAudit(dir.File("a.db"));
   auto p = BuildPipeline(StageServices{&holder, &kills, &tools, log.get(), {}});
   EXPECT_EQ(p->StageNames(),
-            (std::vector<std::string>{"identity", "kill_switches", "policy", "arguments", "execute",
-                                      "audit"}));
+            (std::vector<std::string>{"identity", "kill_switches", "policy", "arguments",
+                                      "approval", "execute", "audit", "undo"}));
 }
 
 // sandbox__exec on profile "strict" when the command starts with "echo strict" (rule tools[0]),
@@ -241,8 +242,7 @@ TEST(StandardPipeline, AuditEntrySaysWhichSandboxProfileAndBackendRanTheCode) {
             std::string::npos)
       << reasons[0];
   EXPECT_NE(reasons[0].find("backend native"), std::string::npos) << reasons[0];
-  EXPECT_NE(reasons[1].find("ran in sandbox profile 'default', backend native"),
-            std::string::npos)
+  EXPECT_NE(reasons[1].find("ran in sandbox profile 'default', backend native"), std::string::npos)
       << reasons[1];
 }
 

@@ -28,7 +28,9 @@ using testing::MustLoad;
   } while (0)
 
 TEST(PolicyLoaderTest, ExamplesLoad) {
-  for (const char* name : {"quickstart.yaml", "multi_tenant.yaml"}) {
+  for (const char* name : {"quickstart.yaml", "multi_tenant.yaml", "../gateway/quickstart.yaml",
+                           "../gateway/multi-tenant.yaml", "../gateway/reference-servers.yaml",
+                           "../gateway/approvals-local.yaml"}) {
     auto p = LoadPolicyFile(kExamples + "/" + name);
     EXPECT_TRUE(p.ok()) << name << ": " << p.status().message();
   }
@@ -90,7 +92,7 @@ TEST(PolicyLoaderTest, UnknownKeysAnywhereAreErrors) {
 }
 
 TEST(PolicyLoaderTest, DeferredSectionsAreRefusedNotIgnored) {
-  for (const char* section : {"trifecta", "approvals", "monitoring", "credentials"}) {
+  for (const char* section : {"trifecta", "monitoring", "credentials"}) {
     std::string yaml = std::string("version: 1\n") + section + ":\n  x: 1\n";
     EXPECT_LOAD_ERROR(yaml,
                       std::string("test.yaml:2: ") + section + " is not supported yet (issue: ");
@@ -196,7 +198,321 @@ TEST(PolicyLoaderTest, IdentityReferencesMustExist) {
   EXPECT_LOAD_ERROR(head + "        a1: { user: alice, keys: [" + key +
                         "] }\n        a2: { user: alice, keys: [" + key + "] }\n",
                     "test.yaml:11: identity.tenants.acme.agents.a2.keys[0]: this key already "
-                    "belongs to agent 'a1'");
+                    "belongs to agent 'a1' of tenant 'acme' and cannot also belong to agent 'a2' "
+                    "of tenant 'acme'");
+}
+
+std::string KeyHash(char digit) { return "\"sha256:" + std::string(64, digit) + "\""; }
+
+// Two tenants; alice and bob have keys of their own, bot (alice's agent) has one.
+std::string PersonKeysPolicy(const std::string& extra_acme_users = "",
+                             const std::string& globex_agents = "") {
+  return "version: 1\n"
+         "identity:\n"
+         "  tenants:\n"
+         "    acme:\n"
+         "      users:\n"
+         "        alice: { approver: true, keys: [" +
+         KeyHash('a') + ", " + KeyHash('b') +
+         "] }\n"  // line 6
+         "        bob: { keys: [" +
+         KeyHash('c') + "] }\n" + extra_acme_users +
+         "      agents:\n"
+         "        bot: { keys: [" +
+         KeyHash('d') +
+         "], user: alice }\n"
+         "    globex:\n"
+         "      users: { gina: {} }\n"
+         "      agents:\n" +
+         (globex_agents.empty() ? "        gbot: { user: gina }\n" : globex_agents);
+}
+
+TEST(PolicyLoaderTest, UserKeysIdentifyThePersonAndAgentKeysTheirUser) {
+  Policy p = MustLoad(PersonKeysPolicy());
+  const Tenant& acme = p.identity.tenants.at("acme");
+  EXPECT_EQ(acme.users.at("alice").keys.size(), 2u);
+  EXPECT_EQ(acme.users.at("bob").keys.size(), 1u);
+  ASSERT_EQ(p.identity.keys.size(), 4u);
+  for (char digit : {'a', 'b'}) {
+    const KeyOwner& owner = p.identity.keys.at("sha256:" + std::string(64, digit));
+    EXPECT_EQ(owner.tenant, "acme");
+    EXPECT_EQ(owner.user, "alice");
+    EXPECT_EQ(owner.agent, "") << "a user's key is a person's: no agent";
+  }
+  EXPECT_EQ(p.identity.keys.at("sha256:" + std::string(64, 'c')).user, "bob");
+  // An agent's entry names the agent and the user it acts for, wherever `user:` is written.
+  const KeyOwner& bot = p.identity.keys.at("sha256:" + std::string(64, 'd'));
+  EXPECT_EQ(bot.tenant, "acme");
+  EXPECT_EQ(bot.agent, "bot");
+  EXPECT_EQ(bot.user, "alice");
+}
+
+TEST(PolicyLoaderTest, AKeyListedTwiceAnywhereIsAnErrorNamingBothOwners) {
+  // user/user in one tenant
+  EXPECT_LOAD_ERROR(PersonKeysPolicy("        carl: { keys: [" + KeyHash('a') + "] }\n"),
+                    "test.yaml:8: identity.tenants.acme.users.carl.keys[0]: this key already "
+                    "belongs to user 'alice' of tenant 'acme' and cannot also belong to user "
+                    "'carl' of tenant 'acme'");
+  // user/agent
+  EXPECT_LOAD_ERROR(
+      PersonKeysPolicy("", "        gbot: { user: gina, keys: [" + KeyHash('c') + "] }\n"),
+      "identity.tenants.globex.agents.gbot.keys[0]: this key already belongs to "
+      "user 'bob' of tenant 'acme' and cannot also belong to agent 'gbot' of tenant "
+      "'globex'");
+  // agent/agent across tenants
+  EXPECT_LOAD_ERROR(
+      PersonKeysPolicy("", "        gbot: { user: gina, keys: [" + KeyHash('d') + "] }\n"),
+      "this key already belongs to agent 'bot' of tenant 'acme' and cannot also "
+      "belong to agent 'gbot' of tenant 'globex'");
+  // agent/user: the agent came first in the file
+  EXPECT_LOAD_ERROR(
+      "version: 1\nidentity:\n  tenants:\n"
+      "    a:\n      users: { u: {} }\n      agents: { x: { user: u, keys: [" +
+          KeyHash('e') +
+          "] } }\n"
+          "    b:\n      users: { v: { keys: [" +
+          KeyHash('e') + "] } }\n",
+      "test.yaml:8: identity.tenants.b.users.v.keys[0]: this key already belongs to "
+      "agent 'x' of tenant 'a' and cannot also belong to user 'v' of tenant 'b'");
+  // the same key twice in one user's list
+  EXPECT_LOAD_ERROR(
+      "version: 1\nidentity:\n  tenants:\n    a:\n      users:\n"
+      "        u: { keys: [" +
+          KeyHash('f') + ", " + KeyHash('f') + "] }\n",
+      "test.yaml:6: identity.tenants.a.users.u.keys[1]: this key already belongs to "
+      "user 'u' of tenant 'a'");
+  // A user's key in the wrong form, or the key itself instead of its hash.
+  EXPECT_LOAD_ERROR(
+      "version: 1\nidentity:\n  tenants:\n    a:\n      users:\n"
+      "        u: { keys: [\"wk_secret\"] }\n",
+      "test.yaml:6: identity.tenants.a.users.u.keys[0]: expected 'sha256:' and 64 "
+      "lower-case hex digits");
+  EXPECT_LOAD_ERROR(
+      "version: 1\nidentity:\n  tenants:\n    a:\n      users:\n"
+      "        u: { keys: \"sha256:x\" }\n",
+      "test.yaml:6: identity.tenants.a.users.u.keys: expected a list");
+}
+
+// ---- approvals ----
+
+const char* kApprovalsHead =
+    "version: 1\n"
+    "identity:\n"
+    "  tenants:\n"
+    "    acme:\n"
+    "      users: { alice: { approver: true }, bob: {} }\n"
+    "    globex:\n"
+    "      users: { gina: { approver: true } }\n"
+    "approvals:\n";  // keys from line 9
+
+TEST(PolicyLoaderTest, ApprovalsTakeTheDocumentedDefaults) {
+  Policy p = MustLoad("version: 1\n");
+  EXPECT_EQ(p.approvals.timeout_ms, 600000u) << "10m";
+  EXPECT_FALSE(p.approvals.self_approve);
+  EXPECT_TRUE(p.approvals.two_person.empty());
+  EXPECT_TRUE(p.approvals.approvers.empty());
+  EXPECT_FALSE(p.approvals.webhook.has_value());
+  // An empty section is the defaults too.
+  Policy empty = MustLoad(std::string(kApprovalsHead));
+  EXPECT_EQ(empty.approvals.timeout_ms, 600000u);
+  EXPECT_FALSE(empty.approvals.webhook.has_value());
+}
+
+TEST(PolicyLoaderTest, ApprovalsSectionSaysWhatItMeans) {
+  Policy p = MustLoad(std::string(kApprovalsHead) +
+                      "  timeout: 90s\n"
+                      "  self_approve: true\n"
+                      "  two_person: [high, medium]\n"
+                      "  approvers:\n"
+                      "    - users: [alice, gina]\n"
+                      "      tools: [\"mail__*\", \"tracker__close\"]\n"
+                      "      risks: [high]\n"
+                      "    - users: [bob]\n"
+                      "  webhook:\n"
+                      "    url: https://hooks.example.com/warden\n"
+                      "    secret: env:WARDEN_WEBHOOK_SECRET\n");
+  const Approvals& a = p.approvals;
+  EXPECT_EQ(a.timeout_ms, 90000u);
+  EXPECT_TRUE(a.self_approve);
+  EXPECT_EQ(a.two_person, (std::vector<Risk>{Risk::kHigh, Risk::kMedium}));
+  ASSERT_EQ(a.approvers.size(), 2u);
+  EXPECT_EQ(a.approvers[0].users, (std::vector<std::string>{"alice", "gina"}));
+  ASSERT_EQ(a.approvers[0].tools.size(), 2u);
+  EXPECT_EQ(a.approvers[0].tools[0].pattern(), "mail__*");
+  EXPECT_TRUE(a.approvers[0].tools[0].Matches("mail__send_email"));
+  EXPECT_EQ(a.approvers[0].risks, (std::vector<Risk>{Risk::kHigh}));
+  EXPECT_EQ(a.approvers[1].users, (std::vector<std::string>{"bob"}));
+  EXPECT_TRUE(a.approvers[1].tools.empty()) << "absent: every tool";
+  EXPECT_TRUE(a.approvers[1].risks.empty()) << "absent: every risk";
+  ASSERT_TRUE(a.webhook.has_value());
+  EXPECT_EQ(a.webhook->url, "https://hooks.example.com/warden");
+  EXPECT_EQ(a.webhook->secret, "env:WARDEN_WEBHOOK_SECRET") << "kept as written";
+
+  // Durations as elsewhere in the file, at both ends of the range; a literal secret.
+  const std::string head = kApprovalsHead;
+  EXPECT_EQ(MustLoad(head + "  timeout: 1s\n").approvals.timeout_ms, 1000u);
+  EXPECT_EQ(MustLoad(head + "  timeout: 168h\n").approvals.timeout_ms, 168ull * 3600 * 1000);
+  EXPECT_EQ(MustLoad(head + "  timeout: 2h\n").approvals.timeout_ms, 7200000u);
+  Policy literal =
+      MustLoad(head + "  webhook: { url: \"http://127.0.0.1:9000/hook\", secret: s3cret }\n");
+  ASSERT_TRUE(literal.approvals.webhook.has_value());
+  EXPECT_EQ(literal.approvals.webhook->url, "http://127.0.0.1:9000/hook");
+  EXPECT_EQ(literal.approvals.webhook->secret, "s3cret");
+  EXPECT_FALSE(MustLoad(head + "  self_approve: false\n").approvals.self_approve);
+}
+
+TEST(PolicyLoaderTest, ApprovalsMistakesSayWhereAndWhatWasExpected) {
+  const std::string head = kApprovalsHead;
+  EXPECT_LOAD_ERROR(head + "  timeuot: 5m\n",
+                    "test.yaml:9: approvals: unknown key 'timeuot' (expected one of: timeout, "
+                    "self_approve, two_person, approvers, webhook)");
+  EXPECT_LOAD_ERROR(head + "  timeout: 5m\n  timeout: 6m\n",
+                    "test.yaml:10: approvals.timeout: given twice");
+  EXPECT_LOAD_ERROR("version: 1\napprovals: [timeout]\n",
+                    "test.yaml:2: approvals: expected a mapping");
+  // timeout
+  EXPECT_LOAD_ERROR(head + "  timeout: soon\n",
+                    "test.yaml:9: approvals.timeout: invalid duration 'soon'");
+  EXPECT_LOAD_ERROR(head + "  timeout: 500ms\n",
+                    "test.yaml:9: approvals.timeout: expected a duration from 1s to 168h, got "
+                    "'500ms'");
+  EXPECT_LOAD_ERROR(head + "  timeout: 0\n", "approvals.timeout: expected a duration from 1s");
+  EXPECT_LOAD_ERROR(head + "  timeout: 169h\n",
+                    "test.yaml:9: approvals.timeout: expected a duration from 1s to 168h, got "
+                    "'169h'");
+  EXPECT_LOAD_ERROR(head + "  timeout: \"\"\n",
+                    "test.yaml:9: approvals.timeout: expected a non-empty value");
+  // self_approve
+  EXPECT_LOAD_ERROR(head + "  self_approve: yes\n",
+                    "test.yaml:9: approvals.self_approve: expected true or false, got 'yes'");
+  // two_person
+  EXPECT_LOAD_ERROR(head + "  two_person: high\n",
+                    "test.yaml:9: approvals.two_person: expected a list");
+  EXPECT_LOAD_ERROR(head + "  two_person: [high, critical]\n",
+                    "test.yaml:9: approvals.two_person[1]: expected low, medium or high, got "
+                    "'critical'");
+  EXPECT_LOAD_ERROR(head + "  two_person: [high, high]\n",
+                    "test.yaml:9: approvals.two_person[1]: given twice");
+  // approvers
+  EXPECT_LOAD_ERROR(head + "  approvers: { users: [alice] }\n",
+                    "test.yaml:9: approvals.approvers: expected a list of {users, tools, risks}");
+  EXPECT_LOAD_ERROR(head + "  approvers:\n    - alice\n",
+                    "test.yaml:10: approvals.approvers[0]: expected a mapping");
+  EXPECT_LOAD_ERROR(head + "  approvers:\n    - { users: [alice], tenants: [acme] }\n",
+                    "test.yaml:10: approvals.approvers[0]: unknown key 'tenants' (expected one "
+                    "of: users, tools, risks)");
+  EXPECT_LOAD_ERROR(head + "  approvers:\n    - { tools: [\"mail__*\"] }\n",
+                    "test.yaml:10: approvals.approvers[0]: missing 'users'");
+  EXPECT_LOAD_ERROR(head + "  approvers:\n    - { users: [] }\n",
+                    "test.yaml:10: approvals.approvers[0].users: expected at least one user name");
+  EXPECT_LOAD_ERROR(head +
+                        "  approvers:\n    - { users: [alice] }\n    - { users: [alice, "
+                        "mallory] }\n",
+                    "test.yaml:11: approvals.approvers[1].users[1]: expected a user under "
+                    "identity.tenants, got 'mallory'");
+  EXPECT_LOAD_ERROR(head + "  approvers:\n    - { users: [alice], risks: [severe] }\n",
+                    "test.yaml:10: approvals.approvers[0].risks[0]: expected low, medium or high, "
+                    "got 'severe'");
+  EXPECT_LOAD_ERROR(head + "  approvers:\n    - { users: [alice], tools: \"mail__*\" }\n",
+                    "test.yaml:10: approvals.approvers[0].tools: expected a list");
+  // Without tenants there is nobody to name.
+  EXPECT_LOAD_ERROR("version: 1\napprovals:\n  approvers:\n    - { users: [me] }\n",
+                    "test.yaml:4: approvals.approvers[0].users[0]: expected a user under "
+                    "identity.tenants, got 'me'");
+  // webhook
+  EXPECT_LOAD_ERROR(head + "  webhook: { url: \"https://h.example\" }\n",
+                    "test.yaml:9: approvals.webhook: missing 'secret'");
+  EXPECT_LOAD_ERROR(head + "  webhook: { secret: s }\n",
+                    "test.yaml:9: approvals.webhook: missing 'url'");
+  EXPECT_LOAD_ERROR(head + "  webhook: { url: \"https://h.example\", secret: \"\" }\n",
+                    "test.yaml:9: approvals.webhook.secret: expected a non-empty value");
+  EXPECT_LOAD_ERROR(head + "  webhook: { url: \"https://h.example\", secret: s, retries: 3 }\n",
+                    "test.yaml:9: approvals.webhook: unknown key 'retries' (expected one of: url, "
+                    "secret)");
+  for (const char* url : {"ftp://h.example/x", "h.example/hook", "https://", "https:///path",
+                          "http://:8080/x", "https://user@/x", "https://h .example/"}) {
+    EXPECT_LOAD_ERROR(head + "  webhook: { url: \"" + url + "\", secret: s }\n",
+                      std::string("test.yaml:9: approvals.webhook.url: expected an http:// or "
+                                  "https:// URL with a host, got '") +
+                          url + "'");
+  }
+  EXPECT_LOAD_ERROR(head + "  webhook: { url: \"https://h.example\", secret: \"env:\" }\n",
+                    "test.yaml:9: approvals.webhook.secret: expected env:VAR with an environment "
+                    "variable's name");
+  EXPECT_LOAD_ERROR(head + "  webhook: { url: \"https://h.example\", secret: \"env:A-B\" }\n",
+                    "approvals.webhook.secret: expected env:VAR");
+  // A refused secret is never quoted back.
+  EXPECT_EQ(LoadError(head + "  webhook: { url: \"https://h.example\", secret: \"env:9x\" }\n")
+                .find("9x"),
+            std::string::npos);
+}
+
+TEST(PolicyLoaderTest, RuleApproversMustBeUsersOfTheRulesTenant) {
+  const std::string head = std::string(kApprovalsHead) + "tools:\n";  // rules from line 10
+  Policy p = MustLoad(head +
+                      "  - match: { tool: \"mail__send_*\" }\n"
+                      "    approvers: [alice, gina]\n"
+                      "  - approvers: [bob]\n"  // before match: checked against its tenant
+                      "    match: { tool: \"tracker__*\", tenant: acme }\n"
+                      "  - match: { tool: \"x\" }\n");
+  ASSERT_EQ(p.rules.size(), 3u);
+  EXPECT_EQ(p.rules[0].approvers, (std::vector<std::string>{"alice", "gina"}));
+  EXPECT_EQ(p.rules[1].approvers, (std::vector<std::string>{"bob"}));
+  EXPECT_TRUE(p.rules[2].approvers.empty());
+
+  EXPECT_LOAD_ERROR(head + "  - match: { tool: x }\n    approvers: [alice, mallory]\n",
+                    "test.yaml:11: tools[0].approvers[1]: expected a user under "
+                    "identity.tenants, got 'mallory'");
+  EXPECT_LOAD_ERROR(head + "  - match: { tool: x, tenant: acme }\n    approvers: [gina]\n",
+                    "test.yaml:11: tools[0].approvers[0]: expected a user of tenant 'acme' (the "
+                    "rule's match.tenant), got 'gina'");
+  EXPECT_LOAD_ERROR(head + "  - approvers: [gina]\n    match: { tool: x, tenant: acme }\n",
+                    "test.yaml:10: tools[0].approvers[0]: expected a user of tenant 'acme'");
+  EXPECT_LOAD_ERROR(head + "  - match: { tool: x }\n    approvers: []\n",
+                    "test.yaml:11: tools[0].approvers: expected at least one user name");
+  EXPECT_LOAD_ERROR(head + "  - match: { tool: x }\n    approvers: alice\n",
+                    "test.yaml:11: tools[0].approvers: expected a list");
+  EXPECT_LOAD_ERROR("version: 1\ntools:\n  - match: { tool: x }\n    approvers: [me]\n",
+                    "test.yaml:4: tools[0].approvers[0]: expected a user under identity.tenants");
+}
+
+TEST(PolicyLoaderTest, ExplainShowsApprovalsUserKeysAndRuleApprovers) {
+  Policy p = MustLoad(PersonKeysPolicy() +
+                      "approvals:\n"
+                      "  timeout: 2h\n"
+                      "  two_person: [high]\n"
+                      "  approvers:\n"
+                      "    - { users: [alice], tools: [\"mail__*\"], risks: [high] }\n"
+                      "  webhook: { url: \"https://hooks.example.com/w\", secret: env:HOOK_KEY }\n"
+                      "tools:\n"
+                      "  - match: { tool: \"mail__send_*\" }\n"
+                      "    approvers: [alice, bob]\n");
+  const std::string text = Explain(p);
+  EXPECT_NE(text.find("user alice (approver): tools any, 2 keys"), std::string::npos) << text;
+  EXPECT_NE(text.find("user bob: tools any, 1 key"), std::string::npos) << text;
+  EXPECT_NE(text.find("user gina: tools any, no keys"), std::string::npos) << text;
+  EXPECT_NE(text.find("approvals: time out after 2h, self-approval not allowed, two approvers for "
+                      "risk high"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("    alice: tools mail__*, risks high"), std::string::npos) << text;
+  EXPECT_NE(text.find("webhook: https://hooks.example.com/w, signed with the secret in $HOOK_KEY"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(", approvers alice, bob"), std::string::npos) << text;
+
+  // A secret written in the file is never printed.
+  Policy literal =
+      MustLoad(std::string(kApprovalsHead) +
+               "  webhook: { url: \"https://h.example/w\", secret: hunter2hunter2 }\n");
+  const std::string literal_text = Explain(literal);
+  EXPECT_EQ(literal_text.find("hunter2"), std::string::npos) << literal_text;
+  EXPECT_NE(literal_text.find("a secret written in the policy"), std::string::npos);
+  // The defaults are shown too.
+  EXPECT_NE(Explain(MustLoad("version: 1\n"))
+                .find("approvals: time out after 10m, self-approval not allowed, two approvers "
+                      "for no risk"),
+            std::string::npos);
 }
 
 TEST(PolicyLoaderTest, RuleReferencesMustExist) {
@@ -268,8 +584,9 @@ TEST(PolicyLoaderTest, UpstreamMistakes) {
                     "test.yaml:3: upstreams.a__b: expected a name");
   EXPECT_LOAD_ERROR("version: 1\nupstreams:\n  a: { command: [] }\n",
                     "upstreams.a.command: expected the program");
-  EXPECT_LOAD_ERROR("version: 1\nupstreams:\n  t: { url: \"http://x\", ca_file: ca.pem }\n",
-                    "test.yaml:3: upstreams.t.ca_file: a CA file only applies to an https:// 'url'");
+  EXPECT_LOAD_ERROR(
+      "version: 1\nupstreams:\n  t: { url: \"http://x\", ca_file: ca.pem }\n",
+      "test.yaml:3: upstreams.t.ca_file: a CA file only applies to an https:// 'url'");
 }
 
 TEST(PolicyLoaderTest, UpstreamInstanceModel) {
@@ -301,7 +618,8 @@ TEST(PolicyLoaderTest, UpstreamInstanceModel) {
 
 TEST(PolicyLoaderTest, HttpsUpstreamKeepsItsCaFile) {
   Policy policy = MustLoad(
-      "version: 1\nupstreams:\n  t: { url: \"https://tracker.internal/mcp\", ca_file: ./ca.pem }\n");
+      "version: 1\nupstreams:\n  t: { url: \"https://tracker.internal/mcp\", ca_file: ./ca.pem "
+      "}\n");
   ASSERT_EQ(policy.upstreams.count("t"), 1u);
   EXPECT_EQ(policy.upstreams.at("t").ca_file, "./ca.pem");
 }
@@ -377,6 +695,13 @@ TEST(PolicyLoaderTest, MultiTenantExampleSaysWhatItMeans) {
   ASSERT_TRUE(p.identity.keys.contains(key));
   EXPECT_EQ(p.identity.keys.at(key).agent, "alice-coder");
   EXPECT_EQ(p.identity.keys.at(key).tenant, "acme");
+  // bob's own key is a person's: no agent.
+  const std::string bob_key =
+      "sha256:ae0445790879ee85942aca25d4a970395dea9e4a1e4ad6a18c133590f339851b";
+  ASSERT_TRUE(p.identity.keys.contains(bob_key));
+  EXPECT_EQ(p.identity.keys.at(bob_key).user, "bob");
+  EXPECT_EQ(p.identity.keys.at(bob_key).agent, "");
+  EXPECT_EQ(p.approvals.timeout_ms, 15u * 60 * 1000);
   ASSERT_TRUE(p.identity.jwt.has_value());
   EXPECT_EQ(p.identity.jwt->tenant_claim, "org");
   EXPECT_EQ(p.identity.jwt->agent_claim, "azp");

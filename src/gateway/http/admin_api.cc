@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "gateway/http/approvals_api.h"
+#include "gateway/http/undo_api.h"
 #include "state/kill_store.h"
 
 namespace warden::gateway {
@@ -20,9 +22,7 @@ json SwitchJson(KillScope scope, const std::string& name) {
 // Who made a change, as the kill store records it.
 std::string Who(const identity::Caller& caller, bool local_operator) {
   if (local_operator) return caller.user + " (local operator, api)";
-  std::string who = caller.user + "@" + caller.tenant;
-  if (!caller.agent.empty()) who += " via agent " + caller.agent;
-  return who + " (api)";
+  return caller.user + "@" + caller.tenant + " (api)";
 }
 
 // Tenants other than `tenant` that declare an agent called `agent`.
@@ -52,41 +52,66 @@ bool AdminApi::IsOperator(const identity::Caller& caller, const policy::Policy& 
 
 AdminReply AdminApi::Refuse(const identity::Caller& caller, const AdminRequest& request, int status,
                             const std::string& message) {
-  core_.AuditRefusal(caller, "", "http " + std::to_string(status),
-                     message + " (" + request.method + " " + request.path + " from " +
-                         request.peer + ")");
+  core_.AuditRefusal(
+      caller, "", "http " + std::to_string(status),
+      message + " (" + request.method + " " + request.path + " from " + request.peer + ")");
   AdminReply reply{status, ErrorJson(message).dump(), {}};
   return reply;
 }
 
 void AdminApi::Submit(const identity::Caller& caller, AdminRequest request,
                       std::function<void(AdminReply)> done) {
+  // An undo waits for its compensating call: on the workers, never on the control executor.
+  if (UndoApi::Handles(request.path)) {
+    core_.Post([api = shared_from_this(), caller, request = std::move(request),
+                done = std::move(done)] { done(api->Handle(caller, request)); });
+    return;
+  }
   core_.PostControl([api = shared_from_this(), caller, request = std::move(request),
                      done = std::move(done)] { done(api->Handle(caller, request)); });
 }
 
 AdminReply AdminApi::Handle(const identity::Caller& caller, const AdminRequest& request) {
+  // People only, on every endpoint, whoever the agent's user is: an agent that could release a
+  // switch or approve a call would let prompt injection undo the very controls meant to stop it.
+  if (!caller.agent.empty()) {
+    return Refuse(caller, request, 403,
+                  "agent '" + caller.agent + "' may not use the admin API, which is for people: " +
+                      "use a person's own key (keys: on user '" + caller.user +
+                      "' in the policy) or a JWT that names the user without an agent claim");
+  }
+  if (UndoApi::Handles(request.path)) {
+    auto policy = core_.policy().Current();
+    return UndoApi(core_).Handle(caller, request, policy && IsOperator(caller, *policy));
+  }
+  if (request.path == "/api/approvals" || request.path.starts_with("/api/approvals/")) {
+    auto policy = core_.policy().Current();
+    return ApprovalsApi(core_).Handle(caller, request, policy && IsOperator(caller, *policy));
+  }
   if (request.path == "/api/kill") {
     if (request.method == "GET") return List(caller, request);
     if (request.method == "POST") return Apply(caller, request, true);
     if (request.method == "DELETE") return Apply(caller, request, false);
     AdminReply reply = Refuse(caller, request, 405,
-                              "method " + request.method + " is not allowed on /api/kill; use GET, "
-                              "POST or DELETE");
+                              "method " + request.method +
+                                  " is not allowed on /api/kill; use GET, "
+                                  "POST or DELETE");
     reply.headers.emplace_back("Allow", "GET, POST, DELETE, OPTIONS");
     return reply;
   }
   if (request.path == "/api/unkill") {
     if (request.method == "POST") return Apply(caller, request, false);
     AdminReply reply = Refuse(caller, request, 405,
-                              "method " + request.method + " is not allowed on /api/unkill; use "
-                              "POST");
+                              "method " + request.method +
+                                  " is not allowed on /api/unkill; use "
+                                  "POST");
     reply.headers.emplace_back("Allow", "POST, OPTIONS");
     return reply;
   }
   return Refuse(caller, request, 404,
-                "no such admin endpoint '" + request.path + "'; the API has /api/kill and "
-                "/api/unkill");
+                "no such admin endpoint '" + request.path +
+                    "'; the API has /api/kill, "
+                    "/api/unkill and /api/approvals");
 }
 
 AdminReply AdminApi::List(const identity::Caller& caller, const AdminRequest& request) {
@@ -180,8 +205,9 @@ AdminReply AdminApi::Apply(const identity::Caller& caller, const AdminRequest& r
         break;
     }
     if (!kill) {
-      // A caller a switch stops (an agent releasing itself, a stopped tenant's approver) may
-      // not release switches: the release has to come from outside what was stopped.
+      // A caller a switch stops (a stopped tenant's approver; with an agent's credential, the
+      // agent itself, though Handle refuses those first) may not release switches: the release
+      // has to come from outside what was stopped.
       if (auto stopped = core_.kill_switches().Check(caller.tenant, caller.agent, "")) {
         return Refuse(caller, request, 403,
                       "you are stopped by kill switch " + stopped->first +
@@ -231,8 +257,7 @@ AdminReply AdminApi::Apply(const identity::Caller& caller, const AdminRequest& r
   if (auto written = core_.audit().Append(std::move(entry)); !written) {
     std::fprintf(stderr, "warden: audit: %s\n", written.status().message().c_str());
     result["error"] = std::string("the switch is ") + (kill ? "in force" : "released") +
-                      ", but its audit entry could not be written: " +
-                      written.status().message();
+                      ", but its audit entry could not be written: " + written.status().message();
     return AdminReply{500, result.dump(), {}};
   }
   return AdminReply{200, result.dump(), {}};

@@ -10,13 +10,16 @@
 //   POST   /api/kill    {scope, name, reason}   pull a switch
 //   DELETE /api/kill    {scope, name}           release it (also POST /api/unkill)
 // Who may (docs/identity.md "Admin API"):
-//   * the local operator (no config file, loopback listener: the one local user): everything;
-//   * a user marked `approver: true` in tenant T (through a key of one of the user's agents or
-//     a JWT naming the user): the tenant switch of T and agent switches of T's agents, as long
-//     as no other tenant has an agent of that name (switch names are global);
+//   * people only: a caller with an agent (an agent's API key, a JWT with an agent claim) is
+//     refused with 403 on every /api/ path, checked in Handle before anything is dispatched;
+//   * the local operator (single-user mode: a policy without tenants on a loopback listener, the
+//     one local user): everything;
+//   * a user marked `approver: true` in tenant T (through their own key, `keys:` on the user, or
+//     a JWT naming the user without an agent): the tenant switch of T and agent switches of T's
+//     agents, as long as no other tenant has an agent of that name (switch names are global);
 //   * nobody else, and nobody through the API for `tool` and `all` switches, which cross
 //     tenants (the operator uses `warden kill` on the host, or the local mode);
-//   * a caller that a switch stops (its tenant, its agent, or global) may not release any.
+//   * a caller that a switch stops (its tenant, or global) may not release any.
 #pragma once
 
 #include <functional>
@@ -29,8 +32,9 @@
 namespace warden::gateway {
 
 struct AdminApiOptions {
-  // True in the local single-user mode (no config file, loopback listener): the caller the
-  // authenticator gives there (no tenant, in a policy without tenants) is the local operator.
+  // True in the local single-user mode (a loopback listener; the policy, embedded or a file,
+  // declares no tenants): the caller the authenticator gives there (no tenant) is the local
+  // operator.
   bool local_operator = false;
 };
 
@@ -44,9 +48,12 @@ class AdminApi : public std::enable_shared_from_this<AdminApi> {
   // Answers one request on the core's control executor (GatewayCore::PostControl), never behind
   // the calls that hold the workers, and hands the reply to `done` there. What
   // SessionHost::Admin does.
-  void Submit(const identity::Caller& caller, AdminRequest request, std::function<void(AdminReply)> done);
+  void Submit(const identity::Caller& caller, AdminRequest request,
+              std::function<void(AdminReply)> done);
 
-  // Answers one request. Blocks (the store write, the audit append): run it off I/O threads.
+  // Answers one request: an agent's credential is refused (403) whatever the path, then the
+  // request is dispatched by path. Blocks (the store write, the audit append): run it off I/O
+  // threads.
   AdminReply Handle(const identity::Caller& caller, const AdminRequest& request);
 
  private:

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <utility>
 
+#include "gateway/http/console.h"
 #include "gateway/http/http_replay.h"
 #include "gateway/http/http_rules.h"
 #include "mcp/protocol_version.h"
@@ -109,6 +110,7 @@ void HttpConnection::ForceClose() { Close(); }
 void HttpConnection::ReadHeader() {
   if (closed_ || shared_->stopping) return Close();
   api_ = false;
+  console_ = false;
   cors_.clear();
   body_limit_ = shared_->options.max_body_bytes;
   parser_.emplace();
@@ -167,6 +169,7 @@ void HttpConnection::OnBody(beast::error_code ec) {
   }
   stream_.expires_never();
   if (api_) return ServeApiBody();
+  if (console_) return ServeConsoleRequestBody();
   ServePostBody();
 }
 
@@ -212,16 +215,30 @@ void HttpConnection::Route() {
     return SendJson(Status::ok, R"({"status":"ok"})", keep);
   }
   api_ = path == "/api" || path.starts_with("/api/");
-  if (!api_ && path != shared_->options.path) {
+  console_ = !api_ && path != shared_->options.path && IsConsolePath(path);
+  if (!api_ && !console_ && path != shared_->options.path) {
     return Refuse(Status::not_found, mcp::kInvalidRequest,
-                  "no such endpoint; MCP is served at " + shared_->options.path, keep);
+                  "no such endpoint; MCP is served at " + shared_->options.path +
+                      ", the approvals console at /",
+                  keep);
+  }
+  const bool has_origin = req.find(bhttp::field::origin) != req.end();
+  std::string origin = Header("Origin");
+  // The console answers its own pages only: no CORS, no other origin (its session cookie and
+  // CSRF token must never be readable or usable from another page).
+  if (console_) {
+    if (has_origin && !OriginIsOwn(origin, Header("Host"))) {
+      return Refuse(Status::forbidden, mcp::kInvalidRequest,
+                    "origin '" + PrintableHeader(origin) +
+                        "' is not this server's own: the console takes same-origin requests only",
+                    keep);
+    }
+    return ServeConsoleRequest();
   }
   // Second half: a browser page from another origin must not reach a local server.
   // The same rule for the admin API, and for CORS preflights.
-  const bool has_origin = req.find(bhttp::field::origin) != req.end();
-  std::string origin = Header("Origin");
-  if (has_origin && (origin.empty() || !OriginAllowed(origin, shared_->options.allowed_origins,
-                                                       shared_->loopback))) {
+  if (has_origin && (origin.empty() ||
+                     !OriginAllowed(origin, shared_->options.allowed_origins, shared_->loopback))) {
     return Refuse(Status::forbidden, mcp::kInvalidRequest, "origin '" + origin + "' is not allowed",
                   keep);
   }
@@ -233,13 +250,24 @@ void HttpConnection::Route() {
   }
   const bhttp::verb method = req.method();
   if (method == bhttp::verb::options) return ServePreflight(has_origin);
+  // The admin API is stricter than MCP: besides the listener's own origin, only an origin the
+  // operator named (--allow-origin), never "any loopback page".
+  if (api_ && has_origin && !OriginIsOwn(origin, Header("Host")) &&
+      !OriginAllowed(origin, shared_->options.allowed_origins, false)) {
+    return Refuse(Status::forbidden, mcp::kInvalidRequest,
+                  "origin '" + PrintableHeader(origin) +
+                      "' is not allowed: the admin API takes this server's own origin, or one "
+                      "named by --allow-origin",
+                  keep);
+  }
   if (!api_ && method != bhttp::verb::post && method != bhttp::verb::get &&
       method != bhttp::verb::delete_) {
-    return Refuse(Status::method_not_allowed, mcp::kInvalidRequest,
-                  "method " + std::string(req.method_string()) +
-                      " is not allowed; use POST, GET or DELETE",
-                  keep, {{"Allow", "GET, POST, DELETE, OPTIONS"}});
+    return Refuse(
+        Status::method_not_allowed, mcp::kInvalidRequest,
+        "method " + std::string(req.method_string()) + " is not allowed; use POST, GET or DELETE",
+        keep, {{"Allow", "GET, POST, DELETE, OPTIONS"}});
   }
+  if (api_) return AuthenticateApi();
   Result<identity::Caller> caller = shared_->host.Authenticate(Header("Authorization"), peer_);
   if (!caller.ok()) {
     shared_->host.Refused(identity::Caller{}, 401, caller.status().message(), peer_);
@@ -247,7 +275,6 @@ void HttpConnection::Route() {
     return SendJson(Status::unauthorized, body.dump(), keep, {{"WWW-Authenticate", "Bearer"}});
   }
   caller_ = std::move(caller).value();
-  if (api_) return ServeApi();
   if (method == bhttp::verb::post) return ServePost();
   if (method == bhttp::verb::get) return ServeGet();
   return ServeDelete();
@@ -294,6 +321,118 @@ void HttpConnection::ServePreflight(bool has_origin) {
 
 // ---- The admin API (/api/...) ----
 
+void HttpConnection::AuthenticateApi() {
+  const auto& req = parser_->get();
+  const bool keep = KeepAliveAfterRefusal();
+  // With an Authorization header: that credential, as on /mcp. A browser cannot send one from
+  // another origin without a CORS grant, so such a request needs no CSRF token.
+  const bool has_authorization = req.find(bhttp::field::authorization) != req.end();
+  std::optional<CookieCaller> by_cookie;
+  if (!has_authorization) {
+    by_cookie = CallerFromCookies(ConsoleCookies(), peer_, shared_->host, shared_->console);
+  }
+  if (by_cookie) {
+    caller_ = by_cookie->caller;
+  } else {
+    Result<identity::Caller> caller = shared_->host.Authenticate(Header("Authorization"), peer_);
+    if (!caller.ok()) {
+      shared_->host.Refused(identity::Caller{}, 401, caller.status().message(), peer_);
+      nlohmann::json body = {{"error", caller.status().message()}};
+      return SendJson(Status::unauthorized, body.dump(), keep, {{"WWW-Authenticate", "Bearer"}});
+    }
+    caller_ = std::move(caller).value();
+  }
+  if (!has_authorization) {
+    // Authenticated by the console's cookie, or by nothing (single-user mode): what a browser
+    // attaches on its own. Only the console's page may use that, and a change also needs the
+    // session's CSRF token, which no other page can read.
+    std::string origin = Header("Origin");
+    if (req.find(bhttp::field::origin) != req.end() && !OriginIsOwn(origin, Header("Host"))) {
+      return Refuse(Status::forbidden, mcp::kInvalidRequest,
+                    "origin '" + PrintableHeader(origin) +
+                        "' is not this server's own: a request without an Authorization header "
+                        "must come from the console",
+                    keep);
+    }
+    if (IsStateChanging(std::string(req.method_string()))) {
+      const bool has_token = req.find("X-CSRF-Token") != req.end();
+      if (!by_cookie) {
+        return Refuse(Status::forbidden, mcp::kInvalidRequest,
+                      "missing X-CSRF-Token header: a " + std::string(req.method_string()) +
+                          " without an Authorization header needs a console session "
+                          "(GET /console/session) and its token",
+                      keep);
+      }
+      if (!has_token) {
+        return Refuse(Status::forbidden, mcp::kInvalidRequest,
+                      "missing X-CSRF-Token header: a change made with the console's cookie needs "
+                      "the session's token",
+                      keep);
+      }
+      if (!ConstantTimeEquals(Header("X-CSRF-Token"), by_cookie->csrf)) {
+        return Refuse(Status::forbidden, mcp::kInvalidRequest,
+                      "bad X-CSRF-Token header: not this console session's token", keep);
+      }
+    }
+  }
+  ServeApi();
+}
+
+std::vector<std::string> HttpConnection::ConsoleCookies() const {
+  std::vector<std::string> out;
+  const auto& req = parser_->get();
+  for (auto [it, end] = req.equal_range(bhttp::field::cookie); it != end; ++it) {
+    for (std::string& value : ConsoleCookieValues(it->value())) out.push_back(std::move(value));
+  }
+  return out;
+}
+
+// ---- The console (/, /approvals/ID, /console/...) ----
+
+void HttpConnection::ServeConsoleRequest() {
+  const bool keep = KeepAliveAfterRefusal();
+  if (!parser_->is_done()) {
+    std::string content_type = Header("Content-Type");
+    if (!IsJsonContentType(content_type)) {
+      return Refuse(Status::unsupported_media_type, mcp::kInvalidRequest,
+                    "Content-Type must be application/json, got '" + content_type + "'", keep);
+    }
+    auto length = parser_->content_length();
+    if (length && *length > kMaxAdminBodyBytes) {
+      return Refuse(Status::payload_too_large, mcp::kInvalidRequest,
+                    "request body is " + std::to_string(*length) + " bytes, over the limit of " +
+                        std::to_string(kMaxAdminBodyBytes),
+                    false);
+    }
+    body_limit_ = kMaxAdminBodyBytes;
+    return ReadBody();
+  }
+  ServeConsoleRequestBody();
+}
+
+void HttpConnection::ServeConsoleRequestBody() {
+  const auto& req = parser_->get();
+  std::string_view target = req.target();
+  ConsoleRequest request{.method = std::string(req.method_string()),
+                         .path = std::string(target.substr(0, target.find('?'))),
+                         .body = req.body(),
+                         .cookies = ConsoleCookies(),
+                         .csrf = Header("X-CSRF-Token"),
+                         .peer = peer_,
+                         .secure = false};  // the listener has no TLS of its own
+  ConsoleReply reply = ServeConsole(request, shared_->host, shared_->console);
+  if (req.method() == bhttp::verb::post && (reply.status == 401 || reply.status == 403)) {
+    // A refused login or logout is audited like any refusal (the message, never the credential).
+    nlohmann::json body = nlohmann::json::parse(reply.body, nullptr, false);
+    std::string what = body.is_object() && body.contains("error") && body["error"].is_string()
+                           ? body["error"].get<std::string>()
+                           : "refused";
+    shared_->host.Refused(identity::Caller{}, reply.status, request.path + ": " + what, peer_);
+  }
+  SendBody(static_cast<Status>(reply.status), reply.content_type, std::move(reply.body),
+           request_keep_alive_, reply.headers);
+}
+
 void HttpConnection::ServeApi() {
   const bool keep = KeepAliveAfterRefusal();
   if (!parser_->is_done()) {
@@ -321,6 +460,9 @@ void HttpConnection::ServeApiBody() {
   std::string_view target = req.target();
   AdminRequest request{.method = std::string(req.method_string()),
                        .path = std::string(target.substr(0, target.find('?'))),
+                       .query = target.find('?') == std::string_view::npos
+                                    ? std::string()
+                                    : std::string(target.substr(target.find('?') + 1)),
                        .body = req.body(),
                        .peer = peer_};
   // The host answers from any thread, once. The watch on the socket keeps the connection alive
@@ -659,9 +801,10 @@ void HttpConnection::ServeGet() {
 
 MessageSink HttpConnection::StreamSink(std::uint64_t token) {
   return [remote = Remote(*this), token](const mcp::Message& m) {
-    remote.Post([token, text = mcp::Serialize(m)](const std::shared_ptr<HttpConnection>& self) mutable {
-      if (self) self->OnStreamMessage(token, std::move(text));
-    });
+    remote.Post(
+        [token, text = mcp::Serialize(m)](const std::shared_ptr<HttpConnection>& self) mutable {
+          if (self) self->OnStreamMessage(token, std::move(text));
+        });
   };
 }
 
@@ -695,8 +838,8 @@ void HttpConnection::ResumeStream(const std::shared_ptr<McpSession>& session,
   const Remote remote(*this);
   SessionRegistry::StreamReader reader{.token = token, .deliver = nullptr, .end = nullptr};
   reader.deliver = [remote, token](std::string id, std::string data) {
-    remote.Post([token, id = std::move(id), data = std::move(data)](
-                    const std::shared_ptr<HttpConnection>& self) mutable {
+    remote.Post([token, id = std::move(id),
+                 data = std::move(data)](const std::shared_ptr<HttpConnection>& self) mutable {
       if (self) self->OnResumedEvent(token, std::move(id), std::move(data));
     });
   };
@@ -765,8 +908,7 @@ void HttpConnection::ArmKeepAlive() {
   keepalive_.expires_after(shared_->options.sse_keepalive);
   const std::uint64_t token = stream_token_ != 0 ? stream_token_ : resume_token_;
   keepalive_.async_wait([self = shared_from_this(), token](beast::error_code ec) {
-    if (ec || self->closed_ ||
-        (token != self->stream_token_ && token != self->resume_token_)) {
+    if (ec || self->closed_ || (token != self->stream_token_ && token != self->resume_token_)) {
       return;
     }
     self->Queue(self->StreamBytes(kSseKeepAlive), After::kNothing);
@@ -804,16 +946,26 @@ void HttpConnection::Refuse(Status status, int code, const std::string& message,
                             const Headers& headers) {
   shared_->host.Refused(caller_, static_cast<int>(status), message, peer_);
   // The admin API speaks plain JSON; the MCP endpoint a JSON-RPC error MCP clients can show.
-  SendJson(status, api_ ? nlohmann::json{{"error", message}}.dump() : ErrorBody(code, message),
+  SendJson(status,
+           api_ || console_ ? nlohmann::json{{"error", message}}.dump() : ErrorBody(code, message),
            keep_alive, headers);
 }
 
 void HttpConnection::SendJson(Status status, std::string body, bool keep_alive,
                               const Headers& headers) {
+  SendBody(status, "application/json", std::move(body), keep_alive, headers);
+}
+
+void HttpConnection::SendBody(Status status, std::string_view content_type, std::string body,
+                              bool keep_alive, const Headers& headers) {
   bhttp::response<bhttp::string_body> res{status, request_version_};
   res.set(bhttp::field::server, "warden");
-  res.set(bhttp::field::content_type, "application/json");
+  res.set(bhttp::field::content_type, content_type);
   res.set(bhttp::field::cache_control, "no-store");
+  // Every console answer, refusals included, carries the console's CSP and the rest.
+  if (console_) {
+    for (const auto& [name, value] : ConsoleSecurityHeaders()) res.set(name, value);
+  }
   for (const auto& [name, value] : cors_) res.set(name, value);
   for (const auto& [name, value] : headers) res.set(name, value);
   res.keep_alive(keep_alive);

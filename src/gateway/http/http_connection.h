@@ -9,6 +9,7 @@
 // a session hold only a weak_ptr, so a session never keeps a dead connection alive.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -19,7 +20,6 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -63,7 +63,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     // The same, for reply callbacks on other threads: a streamed reply that comes after the
     // client went away is recorded for a resumption instead of being dropped.
     std::atomic<std::uint64_t> shared_stream{0};
-    bool resumable = false;  // the session speaks 2025-11-25: prime streams, switch by time
+    bool resumable = false;          // the session speaks 2025-11-25: prime streams, switch by time
     std::string session_id;          // the session the POST went to
     std::string new_session_id;      // set on a successful-so-far initialize
     bool initialize_failed = false;  // the initialize's reply was an error
@@ -117,6 +117,14 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void ServePreflight(bool has_origin);
   void ServeApi();
   void ServeApiBody();
+  // /api/: who calls (the Authorization header, else the console's cookie, else the host's
+  // ambient caller), and the console's Origin and CSRF rules for the last two.
+  void AuthenticateApi();
+  // The console (console.h): pages, files, login, session, logout.
+  void ServeConsoleRequest();
+  void ServeConsoleRequestBody();
+  // The values of every warden_console cookie the request carries.
+  std::vector<std::string> ConsoleCookies() const;
   // Checks a present MCP-Protocol-Version header; on failure refuses and returns false.
   bool CheckProtocolVersionHeader();
   void HandleMessages(std::shared_ptr<McpSession> session, mcp::ParseResult parsed,
@@ -150,6 +158,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
               bool keep_alive, const Headers& headers = {});
   void SendJson(boost::beast::http::status status, std::string body, bool keep_alive,
                 const Headers& headers = {});
+  void SendBody(boost::beast::http::status status, std::string_view content_type, std::string body,
+                bool keep_alive, const Headers& headers = {});
   void SendEmpty(boost::beast::http::status status, bool keep_alive, const Headers& headers = {});
   // Queues the head of an SSE response; StreamBytes frames body bytes to match it.
   void StartSse(const Headers& headers);
@@ -178,8 +188,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   unsigned request_version_ = 11;
   bool request_keep_alive_ = true;
-  identity::Caller caller_;        // who sent the request being served
-  bool api_ = false;     // the request is for the admin API (/api/...)
+  identity::Caller caller_;     // who sent the request being served
+  bool api_ = false;            // the request is for the admin API (/api/...)
+  bool console_ = false;        // the request is for the console (/, /approvals/ID, /console/...)
   std::size_t body_limit_ = 0;  // the largest body the request may have
   // CORS headers every response to the request carries (Vary; Allow-Origin for an allowed
   // Origin). Set by Route.

@@ -33,6 +33,7 @@ namespace warden::gateway {
 struct AdminRequest {
   std::string method;  // "GET", "POST", "DELETE", ...
   std::string path;    // "/api/kill" (no query)
+  std::string query;   // what followed '?' ("all=1"), "" when none
   std::string body;    // "" when none; otherwise already checked to be application/json
   std::string peer;    // the client's IP address
 };
@@ -50,7 +51,8 @@ class SessionHost {
   // Who calls: checks the Authorization header value (may be empty) for the peer address (an IP
   // address as text). An error Status -> 401 with `WWW-Authenticate: Bearer` and a JSON body
   // {"error": message}.
-  virtual Result<identity::Caller> Authenticate(std::string_view authorization, const std::string& peer) = 0;
+  virtual Result<identity::Caller> Authenticate(std::string_view authorization,
+                                                const std::string& peer) = 0;
   // A new session for `caller` (on an initialize request without a session id). Its id() must be
   // unique, unguessable and visible ASCII. nullptr: refused (503, e.g. too many sessions).
   virtual std::shared_ptr<McpSession> CreateSession(const identity::Caller& caller) = 0;

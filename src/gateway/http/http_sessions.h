@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "gateway/http/console.h"
 #include "gateway/http/http_replay.h"
 #include "gateway/http/http_server.h"
 #include "gateway/session/session.h"
@@ -161,6 +162,7 @@ struct ServerShared {
   std::vector<std::string> own_host_names;
   std::uint16_t port = 0;
   SessionRegistry sessions{options.replay_events, options.replay_bytes};
+  ConsoleSessions console;  // the approvals console's logins (console.h)
   Gate gate;
   std::atomic<bool> stopping{false};
   std::atomic<std::uint64_t> next_stream{1};  // SSE event ids are "STREAM-SEQ" (http_replay.h)

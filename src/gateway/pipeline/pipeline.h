@@ -105,6 +105,12 @@ class CallState {
     auto it = slots_.find(std::type_index(typeid(T)));
     return it == slots_.end() ? nullptr : &static_cast<Holder<T>&>(*it->second).value;
   }
+  template <class T>
+  const T* Find() const {
+    std::lock_guard lock(mu_);
+    auto it = slots_.find(std::type_index(typeid(T)));
+    return it == slots_.end() ? nullptr : &static_cast<const Holder<T>&>(*it->second).value;
+  }
 
  private:
   struct Slot {
@@ -114,7 +120,7 @@ class CallState {
   struct Holder final : Slot {
     T value{};
   };
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::type_index, std::unique_ptr<Slot>> slots_;
 };
 
@@ -166,8 +172,24 @@ struct CallContext {
   // The upstream's Tool object (as its tools/list gave it) when an upstream serves the call: the
   // arguments stage checks the arguments against its inputSchema. Null for built-ins.
   nlohmann::json tool_definition;
+  // The upstream's current Tool object for this call's tool, read when asked: null when the
+  // upstream no longer lists it or its definition is no longer the pinned one. The approval
+  // stage checks it before releasing a call that waited. Unset: built-ins (and tests).
+  std::function<nlohmann::json()> definition_now;
   // Set when the call can be cancelled; tools register how to stop themselves on it.
   std::shared_ptr<CancelToken> cancel;
+  // The client's progress token for this call (params._meta.progressToken), null when it sent
+  // none; and how to send a notification that belongs to the call to the client (its related
+  // stream), unset when there is nowhere to send. A stage that holds a call for long (the
+  // approval stage) sends notifications/progress so that the client does not time out.
+  nlohmann::json progress_token;
+  std::function<void(mcp::Notification)> notify;
+  // Sends a request of warden's own to the client for this call (elicitation/create) and gets
+  // its answer (or an error: the client lacks the capability, did not answer in time, the
+  // session ended) once, on any thread. Unset when there is no client to ask.
+  using ClientAnswer = std::function<void(mcp::Message)>;
+  std::function<void(const std::string& method, nlohmann::json params, ClientAnswer done)>
+      ask_client;
   // Set by the execute stage when the call ran; the response path may rewrite it.
   std::optional<CallResult> result;
   // How the execute stage ran a built-in, for the audit entry's reason ("sandbox profile

@@ -394,6 +394,33 @@ void McpSession::CallTool(const mcp::Request& request, InFlight& flight, Reply r
                                   "tools/call params.arguments must be an object"));
     call->arguments = args;
   }
+  if (params->contains("_meta") && (*params)["_meta"].is_object() &&
+      (*params)["_meta"].contains("progressToken")) {
+    const json& token = (*params)["_meta"]["progressToken"];
+    if (token.is_string() || token.is_number_integer()) call->progress_token = token;
+  }
+  // Messages a stage sends for this call (the approval stage's keep-alive progress) go where the
+  // request's related messages go, else to the session's stream.
+  call->notify = [weak = weak_from_this(), related = flight.related](mcp::Notification note) {
+    if (related) return related(note);
+    if (auto self = weak.lock()) self->SendToStream(note);
+  };
+  if (upstreams_) {
+    MessageSink sink = flight.related;
+    if (!sink)
+      sink = [weak = weak_from_this()](const mcp::Message& m) {
+        if (auto self = weak.lock()) self->SendToStream(m);
+      };
+    call->ask_client = [weak = std::weak_ptr<SessionUpstreams>(upstreams_), sink](
+                           const std::string& method, json params, CallContext::ClientAnswer done) {
+      auto upstreams = weak.lock();
+      if (!upstreams)
+        return done(
+            mcp::MakeError(mcp::Id(int64_t{0}), mcp::kInternalError, "the session has ended"));
+      upstreams->AskClientOn(sink, mcp::Request{mcp::Id(int64_t{0}), method, std::move(params)},
+                             std::move(done));
+    };
+  }
   auto decide = [self = shared_from_this(), call, id = request.id, reply = std::move(reply)] {
     self->core_.pipeline().RunAsync(*call, [call, id, reply](const StageOutcome& outcome) {
       reply(ReplyFor(id, *call, outcome));

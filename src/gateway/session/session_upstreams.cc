@@ -183,6 +183,17 @@ void SessionUpstreams::RouteNow(CallContext& call, const json& params, McpSessio
     // the execute stage answers it as an unknown tool, as tools/list hides it.
     if (!shown.count(upstream_name)) return;
     call.tool_definition = std::move(definition);
+    // What the upstream lists for the tool now (null once it is gone or no longer the pinned
+    // one): a call that waited for a person runs only if the tool is still what they saw.
+    call.definition_now = [self = shared_from_this(), e = entry, upstream_name]() -> json {
+      json now_tools;
+      std::set<std::string> now_shown;
+      if (!e->instance->Listed(&now_tools, &now_shown) || !now_shown.count(upstream_name))
+        return nullptr;
+      for (const json& t : now_tools)
+        if (t.is_object() && t.value("name", "") == upstream_name) return t;
+      return nullptr;
+    };
     Entry* e = entry;
     McpSession::InFlight* f = &flight;
     json forwarded = params;
@@ -775,6 +786,11 @@ void SessionUpstreams::OnInstanceRequest(UpstreamInstance& instance, const mcp::
 
 void SessionUpstreams::AskClient(Entry& entry, const mcp::Request& request,
                                  std::function<void(mcp::Message)> done) {
+  AskClientOn(session_.RelatedSinkFor(entry.name), request, std::move(done));
+}
+
+void SessionUpstreams::AskClientOn(MessageSink sink, const mcp::Request& request,
+                                   std::function<void(mcp::Message)> done) {
   const json caps = session_.client_capabilities();
   const char* needs = request.method == "sampling/createMessage" ? "sampling"
                       : request.method == "elicitation/create"   ? "elicitation"
@@ -782,7 +798,6 @@ void SessionUpstreams::AskClient(Entry& entry, const mcp::Request& request,
   if (!caps.is_object() || !caps.contains(needs))
     return done(LocalError(request.id, mcp::kMethodNotFound,
                            std::string("the client does not support ") + needs));
-  MessageSink sink = session_.RelatedSinkFor(entry.name);
   if (!sink)
     return done(LocalError(request.id, mcp::kInternalError,
                            "no open channel to the client for " + request.method));

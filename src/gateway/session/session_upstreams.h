@@ -116,6 +116,15 @@ class SessionUpstreams : public std::enable_shared_from_this<SessionUpstreams>,
   // on any thread (an error when the client cannot take it, does not answer in time, or the
   // session ends).
   void AskClient(Entry& entry, const mcp::Request& request, std::function<void(mcp::Message)> done);
+
+ public:
+  // The same, through `sink` (a request's related stream, or the session's): how warden itself
+  // asks the client (the approval stage's in-band elicitation). The client's capabilities are
+  // checked as for relayed requests.
+  void AskClientOn(MessageSink sink, const mcp::Request& request,
+                   std::function<void(mcp::Message)> done);
+
+ private:
   // The upstream a URI belongs to, from this session's listings; nullptr when none says.
   Entry* OwnerOfUri(const std::string& uri);
   // `then` with OwnerOfUri, else the only upstream with resources, else the owner after listing
@@ -140,8 +149,8 @@ class SessionUpstreams : public std::enable_shared_from_this<SessionUpstreams>,
 
   std::mutex mu_;
   std::map<std::string, Progress> progress_;  // rewritten token -> the client's
-  std::map<std::string, Asked> asked_;  // the id we gave the client -> who waits
-  std::map<std::string, Entry*> uri_owner_;        // from resources/list
+  std::map<std::string, Asked> asked_;        // the id we gave the client -> who waits
+  std::map<std::string, Entry*> uri_owner_;   // from resources/list
   std::vector<std::pair<std::string, Entry*>> template_owner_;  // uriTemplate prefix -> owner
   std::map<std::string, std::pair<Entry*, std::string>> prompt_owner_;  // exposed -> upstream name
   std::map<Entry*, std::set<std::string>> subscribed_;  // URIs this session subscribed to

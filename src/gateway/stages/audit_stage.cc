@@ -1,5 +1,7 @@
 #include "audit/result_summary.h"
+#include "gateway/approvals/approval_gate.h"
 #include "gateway/stages/stages.h"
+#include "gateway/undo/audit_recorded.h"
 
 namespace warden::gateway {
 
@@ -47,6 +49,11 @@ audit::AuditEntry AuditEntryFor(const CallContext& call) {
   if (!call.execution.empty())
     e.reason += (e.reason.empty() ? "" : "; ") + std::string("ran in ") + call.execution;
   if (call.decision) e.labels = call.decision->labels;
+  if (const ApprovalGranted* granted = call.state.Find<ApprovalGranted>()) {
+    for (const state::ApprovalVote& v : granted->votes)
+      e.approvals.push_back({v.who, v.at, "approve"});
+    e.reason += (e.reason.empty() ? "" : "; ") + std::string("approved (") + granted->id + ")";
+  }
   if (call.result) {
     e.result = audit::SummarizeResult(call.result->Text());
     e.kind = audit::EntryKind::kCall;
@@ -65,6 +72,7 @@ StageOutcome AuditStage::Run(CallContext& call) {
     return StageOutcome::Deny(
         Refusal::kInternal, "the audit log could not record the call, so its result is withheld: " +
                                 receipt.status().message());
+  call.state.Get<AuditRecorded>().id = receipt->id;  // for the undo stage (undo/audit_recorded.h)
   return StageOutcome::Continue();
 }
 

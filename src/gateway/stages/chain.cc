@@ -7,8 +7,10 @@ std::unique_ptr<Stage> MakeIdentityStage(const StageServices& services);
 std::unique_ptr<Stage> MakeKillSwitchStage(const StageServices& services);
 std::unique_ptr<Stage> MakePolicyStage(const StageServices& services);
 std::unique_ptr<Stage> MakeArgumentsStage(const StageServices& services);
+std::unique_ptr<Stage> MakeApprovalStage(const StageServices& services);
 std::unique_ptr<Stage> MakeExecuteStage(const StageServices& services);
 std::unique_ptr<Stage> MakeAuditStage(const StageServices& services);
+std::unique_ptr<Stage> MakeUndoStage(const StageServices& services);
 
 const std::vector<ChainLink>& StandardChain() {
   // The one declaration of the order (docs/gateway.md shows it). Requests come in top to bottom
@@ -20,8 +22,10 @@ const std::vector<ChainLink>& StandardChain() {
       {"kill_switches", MakeKillSwitchStage},
       {"policy", MakePolicyStage},
       {"arguments", MakeArgumentsStage},
+      {"approval", MakeApprovalStage},
       {"execute", MakeExecuteStage},
       {"audit", MakeAuditStage, /*final=*/true},
+      {"undo", MakeUndoStage, /*final=*/true},
   };
   // clang-format on
   return chain;

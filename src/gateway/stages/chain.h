@@ -3,6 +3,7 @@
 // StandardChain; nothing in the core changes. docs/gateway.md ("The pipeline") shows the chain.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -16,9 +17,13 @@ class AuditLog;
 namespace warden::policy {
 class PolicyHolder;
 }
+namespace warden::state {
+class UndoStore;
+}
 
 namespace warden::gateway {
 
+class ApprovalGate;
 class BuiltinTools;
 class KillSwitches;
 
@@ -31,6 +36,15 @@ struct StageServices {
   const BuiltinTools* tools = nullptr;
   audit::AuditLog* audit = nullptr;
   identity::Caller caller;  // who calls when the transport says nothing (stdio: the local user)
+  // Where calls the policy sends to a person wait (approvals/approval_gate.h). Null: such calls
+  // are refused ("approval required"), as before there was a gate.
+  ApprovalGate* approvals = nullptr;
+  // Runs work on the gateway's worker pool (the core fills it in): a stage whose call resumes
+  // on a thread that must not run the rest of the chain (the gate's) posts it here.
+  std::function<void(std::function<void()>)> post;
+  // Where the undo stage records each call's compensating call (state/undo_store.h). Null: no
+  // undo plans are recorded (and `warden undo` finds none).
+  state::UndoStore* undo = nullptr;
 };
 
 // One link of a chain: the stage's stable name, how to build it, and whether it is final (runs
@@ -41,7 +55,8 @@ struct ChainLink {
   bool final = false;
 };
 
-// identity -> kill_switches -> policy -> arguments -> execute, then audit as a final stage.
+// identity -> kill_switches -> policy -> arguments -> approval -> execute, then audit as a
+// final stage.
 const std::vector<ChainLink>& StandardChain();
 
 // The pipeline of `chain` (StandardChain() unless a test or bench builds its own), built from

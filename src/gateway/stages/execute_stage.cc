@@ -1,8 +1,18 @@
+#include "gateway/approvals/approval_gate.h"
 #include "gateway/stages/stages.h"
 
 namespace warden::gateway {
 
 StageOutcome ExecuteStage::Run(CallContext& call) {
+  // Fail closed whatever the chain: a call the policy sent to a person runs only once an
+  // approval released it.
+  if (call.decision && call.decision->effect == policy::Effect::kAsk &&
+      call.state.Find<ApprovalGranted>() == nullptr) {
+    StageOutcome ask = StageOutcome::Deny(
+        Refusal::kDenied, "approval required: " + call.decision->reason, call.decision->rule);
+    ask.decision = "ask";
+    return ask;
+  }
   if (call.forward) {
     // Parked until the upstream answers: the pipeline goes on on the thread that delivers it.
     call.park = [&call](std::function<void(StageOutcome)> resume) {

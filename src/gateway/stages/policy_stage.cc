@@ -16,12 +16,9 @@ StageOutcome PolicyStage::Run(CallContext& call) {
   switch (d.effect) {
     case policy::Effect::kAllow:
       return StageOutcome::Continue();
-    case policy::Effect::kAsk: {
-      StageOutcome ask =
-          StageOutcome::Deny(Refusal::kDenied, "approval required: " + d.reason, d.rule);
-      ask.decision = "ask";
-      return ask;
-    }
+    case policy::Effect::kAsk:
+      // The approval stage holds the call for a person; the execute stage refuses it if none did.
+      return StageOutcome::Continue();
     case policy::Effect::kDeny:
       return StageOutcome::Deny(Refusal::kDenied, d.reason, d.rule);
   }

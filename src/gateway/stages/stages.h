@@ -1,7 +1,7 @@
 // The standard stages, one .cc each (identity_stage.cc, ...); chain.cc declares their order:
-//   identity -> kill_switches -> policy -> arguments -> execute -> (final) audit
-// Later issues add trifecta, approval, credential and redaction stages: a file each, and a line
-// in chain.cc.
+//   identity -> kill_switches -> policy -> arguments -> approval -> execute -> (final) audit, undo
+// Later issues add trifecta, credential and redaction stages: a file each, and a line in
+// chain.cc.
 #pragma once
 
 #include <memory>
@@ -9,10 +9,10 @@
 
 #include "audit/audit_log.h"
 #include "gateway/builtins/builtin_tools.h"
+#include "gateway/pipeline/pipeline.h"
 #include "gateway/stages/chain.h"
 #include "gateway/stages/kill_switches.h"
 #include "identity/caller.h"
-#include "gateway/pipeline/pipeline.h"
 #include "policy/holder.h"
 
 namespace warden::gateway {
@@ -42,9 +42,10 @@ class KillSwitchStage : public Stage {
 };
 
 // policy::Decide on the policy in force (one snapshot per call, kept in call.policy). A tool the
-// caller may not see is refused as unknown; `deny` is a denial naming the rule; `ask` is denied
-// with "approval required" (audited as `ask`) until the approvals issue turns it into a pause. No
-// policy in force: denied (fail closed).
+// caller may not see is refused as unknown; `deny` is a denial naming the rule; `ask` continues
+// with the decision in call.decision, for the approval stage (and the execute stage refuses a
+// call the policy sent to a person that no approval released). No policy in force: denied
+// (fail closed).
 class PolicyStage : public Stage {
  public:
   explicit PolicyStage(const policy::PolicyHolder& policy) : policy_(policy) {}
@@ -61,6 +62,25 @@ class ArgumentsStage : public Stage {
  public:
   std::string_view name() const override { return "arguments"; }
   StageOutcome Run(CallContext& call) override;
+};
+
+// A call the policy answered with `ask` waits here for a person (ApprovalGate): stored with its
+// exact arguments and bound to them, the caller and the tool's definition; nothing runs before
+// the decision. Approved: the stored call continues, once (ApprovalGranted in call.state).
+// Denied, expired, cancelled: a tool error naming what happened. Without a gate: refused with
+// "approval required". docs/approvals.md.
+class ApprovalStage : public Stage {
+ public:
+  ApprovalStage(ApprovalGate* gate, audit::AuditLog* audit,
+                std::function<void(std::function<void()>)> post)
+      : gate_(gate), audit_(audit), post_(std::move(post)) {}
+  std::string_view name() const override { return "approval"; }
+  StageOutcome Run(CallContext& call) override;
+
+ private:
+  ApprovalGate* gate_;
+  audit::AuditLog* audit_;
+  std::function<void(std::function<void()>)> post_;
 };
 
 // Runs the tool (built-ins only in this slice) on the sandbox profile the decision names, else

@@ -1,0 +1,309 @@
+// The approvals console (docs/approvals.md "The console"). One page: the pending list and the
+// history at /, one approval at /approvals/ID, a login form when there is no session.
+//
+// Everything shown comes from the API and much of it (the arguments above all) was written by an
+// agent, so by an attacker: it reaches the page only through textContent and createElement, never
+// as HTML. The CSP forbids inline script, so nothing here may rely on it either.
+'use strict';
+
+(() => {
+  const REFRESH_MS = 2000;
+  const state = { csrf: '', timer: null, approvalId: null };
+
+  const byId = (id) => document.getElementById(id);
+
+  // An element with text (never parsed as HTML) and an optional class.
+  function el(tag, text, className) {
+    const node = document.createElement(tag);
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    if (className) node.className = className;
+    return node;
+  }
+
+  function showError(message) {
+    const node = byId('error');
+    node.textContent = message || '';
+    node.hidden = !message;
+  }
+
+  function showSection(name) {
+    for (const section of ['login', 'list', 'detail']) byId(section).hidden = section !== name;
+  }
+
+  function stopRefresh() {
+    if (state.timer !== null) clearInterval(state.timer);
+    state.timer = null;
+  }
+
+  function errorOf(reply) {
+    if (reply.data && typeof reply.data.error === 'string') return reply.data.error;
+    return `HTTP ${reply.status}`;
+  }
+
+  // A JSON request to this server. State-changing ones carry the session's CSRF token.
+  async function request(method, path, body) {
+    const init = { method, headers: {}, credentials: 'same-origin', cache: 'no-store' };
+    if (body !== undefined) {
+      init.headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    if (method !== 'GET' && state.csrf) init.headers['X-CSRF-Token'] = state.csrf;
+    let response;
+    try {
+      response = await fetch(path, init);
+    } catch (err) {
+      return { status: 0, data: { error: `cannot reach warden: ${err.message}` } };
+    }
+    let data = null;
+    try {
+      data = await response.json();
+    } catch {
+      data = null;
+    }
+    if (response.status === 401 && !path.startsWith('/console/')) showLogin();
+    return { status: response.status, data };
+  }
+
+  // "42 s", "3 min", "2 h 5 min", "1 d 4 h" since an RFC 3339 time.
+  function ageOf(time) {
+    const then = Date.parse(time);
+    if (Number.isNaN(then)) return '';
+    const s = Math.max(0, Math.floor((Date.now() - then) / 1000));
+    if (s < 60) return `${s} s`;
+    if (s < 3600) return `${Math.floor(s / 60)} min`;
+    if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+    return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+  }
+
+  function approvalHref(approval) {
+    return `/approvals/${encodeURIComponent(approval.id)}`;
+  }
+
+  // A table cell holding a link to the approval's page.
+  function linkCell(approval, text, className) {
+    const cell = el('td', undefined, className);
+    const link = el('a', text === '' ? '-' : text);
+    link.href = approvalHref(approval);
+    cell.append(link);
+    return cell;
+  }
+
+  // ---- Session ----
+
+  function showLogin() {
+    stopRefresh();
+    state.csrf = '';
+    byId('who').textContent = '';
+    byId('logout').hidden = true;
+    showSection('login');
+    byId('credential').focus();
+  }
+
+  function startSession(session) {
+    state.csrf = session.csrf;
+    const who = session.tenant ? `${session.user} (${session.tenant})` : session.user;
+    byId('who').textContent = who;
+    byId('logout').hidden = false;
+    showError('');
+    route();
+  }
+
+  async function login(event) {
+    event.preventDefault();
+    const field = byId('credential');
+    const reply = await request('POST', '/console/login', { credential: field.value });
+    if (reply.status !== 200) {
+      showError(`login refused: ${errorOf(reply)}`);
+      return;
+    }
+    field.value = '';
+    startSession(reply.data);
+  }
+
+  async function logout() {
+    await request('POST', '/console/logout');
+    showLogin();
+  }
+
+  // ---- The list: pending approvals and the history ----
+
+  function pendingRow(approval) {
+    const row = el('tr');
+    row.dataset.id = approval.id;
+    row.append(
+      linkCell(approval, approval.tool, 'tool'),
+      linkCell(approval, approval.risk, `risk risk-${approval.risk}`),
+      linkCell(approval, approval.tenant, 'tenant'),
+      linkCell(approval, approval.user, 'user'),
+      linkCell(approval, approval.agent, 'agent'),
+      linkCell(approval, ageOf(approval.created), 'age'),
+    );
+    return row;
+  }
+
+  function historyRow(approval) {
+    const row = el('tr');
+    row.dataset.id = approval.id;
+    row.append(
+      linkCell(approval, approval.tool, 'tool'),
+      el('td', approval.status, 'status'),
+      el('td', approval.tenant, 'tenant'),
+      el('td', approval.user, 'user'),
+      el('td', approval.agent, 'agent'),
+      el('td', approval.decided_by, 'decided-by'),
+      el('td', approval.decided_at, 'decided-at'),
+      el('td', approval.comment, 'comment'),
+    );
+    return row;
+  }
+
+  async function refreshList() {
+    const [pending, all] = await Promise.all([
+      request('GET', '/api/approvals'),
+      request('GET', '/api/approvals?all=1'),
+    ]);
+    if (pending.status !== 200 || !pending.data || !Array.isArray(pending.data.approvals)) {
+      if (pending.status !== 401) showError(`cannot list approvals: ${errorOf(pending)}`);
+      return;
+    }
+    showError('');
+    const waiting = pending.data.approvals.filter((a) => a.status === 'pending');
+    byId('pending').tBodies[0].replaceChildren(...waiting.map(pendingRow));
+    byId('pending-empty').hidden = waiting.length > 0;
+    if (all.status === 200 && all.data && Array.isArray(all.data.approvals)) {
+      const decided = all.data.approvals.filter((a) => a.status !== 'pending');
+      byId('history').tBodies[0].replaceChildren(...decided.map(historyRow));
+      byId('history-empty').hidden = decided.length > 0;
+    }
+  }
+
+  // ---- One approval ----
+
+  function fact(list, name, value) {
+    list.append(el('dt', name), el('dd', value === undefined || value === '' ? '-' : value));
+  }
+
+  function renderApproval(approval) {
+    byId('detail-id').textContent = approval.id;
+    byId('detail-tool').textContent = approval.tool;
+    const status = byId('detail-status');
+    status.textContent = approval.status;
+    status.className = `badge status-${approval.status}`;
+    const facts = byId('detail-facts');
+    facts.replaceChildren();
+    fact(facts, 'Tool', approval.tool);
+    fact(facts, 'Server', approval.server);
+    fact(facts, 'Status', approval.status);
+    fact(facts, 'Risk', approval.risk);
+    fact(facts, 'Tenant', approval.tenant);
+    fact(facts, 'User', approval.user);
+    fact(facts, 'Agent', approval.agent);
+    fact(facts, 'Reason', approval.reason);
+    if (Array.isArray(approval.reasons) && approval.reasons.length > 0) {
+      fact(facts, 'Later reasons', approval.reasons.map(String).join('\n'));
+    }
+    fact(facts, 'Rule', approval.rule);
+    fact(facts, 'Asked', approval.created);
+    fact(facts, 'Expires', approval.expires);
+    fact(facts, 'Decided by', approval.decided_by);
+    fact(facts, 'Decided at', approval.decided_at);
+    fact(facts, 'Comment', approval.comment);
+    const votes = Array.isArray(approval.votes) ? approval.votes : [];
+    fact(facts, 'Votes', `${votes.length} of ${approval.votes_needed ?? 1} needed`);
+    // The full arguments, exactly: pretty-printed JSON as text. Nothing is cut; the box scrolls.
+    byId('detail-arguments').textContent = JSON.stringify(approval.arguments, null, 2);
+    byId('detail-votes').replaceChildren(
+      ...votes.map((v) => el('li', `${v.who} at ${v.at}`)),
+    );
+    const open = approval.status === 'pending' && approval.may_decide !== false;
+    byId('approve').disabled = !open;
+    byId('deny').disabled = !open;
+    byId('comment').disabled = !open;
+    if (approval.status !== 'pending') stopRefresh();
+  }
+
+  async function refreshApproval() {
+    const reply = await request('GET', `/api/approvals/${encodeURIComponent(state.approvalId)}`);
+    if (reply.status !== 200 || !reply.data) {
+      if (reply.status !== 401) showError(`cannot show approval ${state.approvalId}: ${errorOf(reply)}`);
+      stopRefresh();
+      return;
+    }
+    showError('');
+    renderApproval(reply.data);
+  }
+
+  async function decide(verdict) {
+    const id = state.approvalId;
+    const comment = byId('comment').value;
+    byId('approve').disabled = true;
+    byId('deny').disabled = true;
+    const reply = await request('POST', `/api/approvals/${encodeURIComponent(id)}/${verdict}`, {
+      comment,
+    });
+    const result = byId('decide-result');
+    if (reply.status !== 200 || !reply.data) {
+      result.textContent = `${verdict} refused: ${errorOf(reply)}`;
+      await refreshApproval();
+      return;
+    }
+    result.textContent = verdict === 'approve' ? 'Approved.' : 'Denied.';
+    if (reply.data.status === 'pending') result.textContent += ' More votes are needed.';
+    renderApproval(reply.data);
+  }
+
+  // ---- Undo: the compensating call of a call that ran (POST /api/calls/ID/undo) ----
+
+  async function undo(event) {
+    event.preventDefault();
+    const id = byId('undo-call').value.trim();
+    const out = byId('undo-result');
+    if (!/^[0-9]+$/.test(id)) {
+      out.textContent = 'A call id is the number of its audit entry.';
+      return;
+    }
+    out.textContent = 'Running the compensating call...';
+    const reply = await request('POST', `/api/calls/${id}/undo`, {});
+    if (reply.status === 200 && reply.data) {
+      out.textContent = `Undone: ${reply.data.undo_tool} ran as call ${reply.data.undo_call_id}.`;
+    } else {
+      out.textContent = `Not undone: ${errorOf(reply)}`;
+    }
+  }
+
+  // ---- Routing: the path says which view ----
+
+  function route() {
+    stopRefresh();
+    const prefix = '/approvals/';
+    if (location.pathname.startsWith(prefix)) {
+      state.approvalId = decodeURIComponent(location.pathname.slice(prefix.length));
+      byId('decide-result').textContent = '';
+      showSection('detail');
+      refreshApproval();
+      state.timer = setInterval(refreshApproval, REFRESH_MS);
+    } else {
+      state.approvalId = null;
+      showSection('list');
+      refreshList();
+      state.timer = setInterval(refreshList, REFRESH_MS);
+    }
+  }
+
+  async function start() {
+    byId('login-form').addEventListener('submit', login);
+    byId('logout').addEventListener('click', logout);
+    byId('approve').addEventListener('click', () => decide('approve'));
+    byId('deny').addEventListener('click', () => decide('deny'));
+    byId('decide-form').addEventListener('submit', (event) => event.preventDefault());
+    byId('undo-form').addEventListener('submit', undo);
+    const session = await request('GET', '/console/session');
+    if (session.status === 200 && session.data) {
+      startSession(session.data);
+    } else {
+      showLogin();
+    }
+  }
+
+  document.addEventListener('DOMContentLoaded', start);
+})();
