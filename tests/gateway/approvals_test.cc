@@ -445,5 +445,73 @@ TEST_F(ApprovalsTest, ARestartCancelsAndTheRetryIsToldOnceThenAsksAgain) {
   EXPECT_TRUE(UpstreamCalls().empty());
 }
 
+// In-band: where self_approve lets the requesting user decide and the client declared elicitation,
+// the client is asked with the exact call; its answer decides (here the one local user).
+class InBandApprovalsTest : public ApprovalsTest {
+ protected:
+  std::shared_ptr<McpSession> ElicitingSession() {
+    auto session = gw_->NewSession(identity::Caller{"", "tester", "", ""}, "sess-in-band");
+    json init = testing::SendRequest(*session, 1, "initialize",
+                                     {{"protocolVersion", "2025-11-25"},
+                                      {"capabilities", {{"elicitation", json::object()}}},
+                                      {"clientInfo", {{"name", "t"}, {"version", "1"}}}})
+                    .get();
+    EXPECT_TRUE(init.contains("result")) << init.dump();
+    session->Handle(mcp::Notification{"notifications/initialized", std::nullopt}, {});
+    EXPECT_TRUE(
+        testing::SendRequest(*session, 2, "tools/list", json::object()).get().contains("result"));
+    return session;
+  }
+
+  // Makes the call, waits for warden's elicitation/create, answers it with `answer`, and returns
+  // the call's reply and the elicitation's params.
+  std::pair<json, json> CallAndAnswer(McpSession& session, const json& args, const json& answer) {
+    auto asked = std::make_shared<std::promise<mcp::Request>>();
+    auto once = std::make_shared<std::once_flag>();
+    auto reply =
+        Call(session, 10, "echo__echo", args, nullptr, [asked, once](const mcp::Message& m) {
+          if (auto* r = std::get_if<mcp::Request>(&m); r && r->method == "elicitation/create")
+            std::call_once(*once, [&] { asked->set_value(*r); });
+        });
+    auto request = asked->get_future();
+    EXPECT_EQ(request.wait_for(10s), std::future_status::ready) << "the client was not asked";
+    mcp::Request r = request.get();
+    session.Handle(mcp::Response{r.id, answer}, {});
+    EXPECT_TRUE(Ready(reply, 10s));
+    return {reply.get(), r.params.value_or(json())};
+  }
+};
+
+TEST_F(InBandApprovalsTest, TheClientSeesTheExactCallAndItsYesRunsIt) {
+  Start("approvals:\n  self_approve: true\n");
+  auto session = ElicitingSession();
+  const json args = {{"text", "pay 120 EUR to DE89 3704 0044 0532 0130 00"}};
+  auto [reply, params] =
+      CallAndAnswer(*session, args, {{"action", "accept"}, {"content", {{"decision", "approve"}}}});
+  EXPECT_EQ(testing::ReplyText(reply), args["text"].get<std::string>()) << reply.dump();
+  EXPECT_EQ(params["mode"], "form");
+  const std::string message = params["message"].get<std::string>();
+  EXPECT_NE(message.find("echo__echo"), std::string::npos) << message;
+  EXPECT_NE(message.find("DE89 3704 0044 0532 0130 00"), std::string::npos) << message;
+  // Only a decision and a comment are asked for: never a secret.
+  EXPECT_EQ(params["requestedSchema"]["properties"].size(), 2u) << params.dump();
+  auto all = gate_->store().List(true);
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].status, ApprovalStatus::kApproved);
+  EXPECT_EQ((*all)[0].decided_by, "tester (in-band)");
+  session->Close();
+}
+
+TEST_F(InBandApprovalsTest, DecliningInTheClientDenies) {
+  Start("approvals:\n  self_approve: true\n");
+  auto session = ElicitingSession();
+  auto [reply, params] = CallAndAnswer(*session, {{"text", "no"}}, {{"action", "decline"}});
+  EXPECT_NE(testing::ReplyText(reply).find("declined in the client"), std::string::npos)
+      << reply.dump();
+  EXPECT_TRUE(UpstreamCalls().empty());
+  session->Close();
+}
+
 }  // namespace
 }  // namespace warden::gateway
