@@ -1,7 +1,6 @@
 #include "gateway/approvals/approval_gate.h"
 
 #include <spdlog/spdlog.h>
-
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -24,9 +23,9 @@ std::string ApprovalBinding(const std::string& tenant, const std::string& user,
                             const std::string& agent, const std::string& session,
                             const std::string& tool, const nlohmann::json& arguments,
                             const std::string& definition_hash, bool retry) {
-  nlohmann::json bound = {{"tenant", tenant},       {"user", user}, {"agent", agent},
-                          {"tool", tool},           {"arguments", arguments},
-                          {"definition", definition_hash}};
+  nlohmann::json bound = {{"tenant", tenant},       {"user", user},
+                          {"agent", agent},         {"tool", tool},
+                          {"arguments", arguments}, {"definition", definition_hash}};
   if (!retry) bound["session"] = session;
   return audit::Sha256Hex(audit::CanonicalJson(bound));
 }
@@ -89,7 +88,8 @@ std::optional<std::string> WhyMayNotDecide(const policy::Policy& policy,
     return "only a person of the approval's tenant may decide it";
   if (caller.tenant != record.tenant) return "approval " + record.id + " belongs to another tenant";
   auto t = policy.identity.tenants.find(caller.tenant);
-  if (t == policy.identity.tenants.end()) return "tenant '" + caller.tenant + "' is not in the policy";
+  if (t == policy.identity.tenants.end())
+    return "tenant '" + caller.tenant + "' is not in the policy";
   auto u = t->second.users.find(caller.user);
   if (u == t->second.users.end()) return "user '" + caller.user + "' is not in the policy";
   if (caller.user == record.user) {
@@ -109,12 +109,12 @@ std::optional<std::string> WhyMayNotDecide(const policy::Policy& policy,
     const auto risk = policy::ParseRisk(record.risk);
     for (const policy::ApproverGrant& g : policy.approvals.approvers) {
       if (!Named(g.users, caller.user)) continue;
-      if (!g.risks.empty() && (!risk || std::find(g.risks.begin(), g.risks.end(), *risk) ==
-                                            g.risks.end()))
+      if (!g.risks.empty() &&
+          (!risk || std::find(g.risks.begin(), g.risks.end(), *risk) == g.risks.end()))
         continue;
-      if (!g.tools.empty() && std::none_of(g.tools.begin(), g.tools.end(), [&](const policy::Glob& glob) {
-            return glob.Matches(record.tool);
-          }))
+      if (!g.tools.empty() &&
+          std::none_of(g.tools.begin(), g.tools.end(),
+                       [&](const policy::Glob& glob) { return glob.Matches(record.tool); }))
         continue;
       return std::nullopt;
     }
@@ -172,7 +172,8 @@ Result<std::unique_ptr<ApprovalGate>> ApprovalGate::Open(const state::DatabaseOp
   auto orphaned = (*store)->CancelOrphaned(options.restart_reason, ApprovalOwnerGone);
   if (!orphaned) return orphaned.status().Wrap("approvals");
   std::unique_ptr<ApprovalGate> gate(new ApprovalGate(std::move(*store), audit, options));
-  for (const ApprovalRecord& r : *orphaned) gate->Audit(r, "cancelled", "warden", options.restart_reason);
+  for (const ApprovalRecord& r : *orphaned)
+    gate->Audit(r, "cancelled", "warden", options.restart_reason);
   return gate;
 }
 
@@ -231,8 +232,8 @@ Result<ApprovalRecord> ApprovalGate::Ask(ApprovalRecord record, std::chrono::mil
   record.owner = ApprovalOwnerId();
   record.status = ApprovalStatus::kPending;
   record.created = audit::FormatTime(now);
-  record.expires =
-      audit::FormatTime(now + std::chrono::duration_cast<std::chrono::system_clock::duration>(timeout));
+  record.expires = audit::FormatTime(
+      now + std::chrono::duration_cast<std::chrono::system_clock::duration>(timeout));
   const std::string id = record.id;
   {
     // Waiting before the row exists: a decision can only come once the row does, and then it
@@ -311,18 +312,24 @@ Result<state::DecideResult> ApprovalGate::Decided(Result<state::DecideResult> re
 }
 
 void ApprovalGate::Cancel(const std::string& id, const std::string& why) {
-  auto cancelled = store_->Cancel(id, why);
+  End(id, ApprovalStatus::kCancelled, why);
+}
+
+void ApprovalGate::End(const std::string& id, ApprovalStatus status, const std::string& why) {
+  const bool expire = status == ApprovalStatus::kExpired;
+  auto ended = expire ? store_->Expire(id, why) : store_->Cancel(id, why);
   auto record = store_->Get(id);
   if (!record || !*record) {
-    // The store cannot say: the call still ends (fail closed), as cancelled.
+    // The store cannot say: the call still ends (fail closed), as `status`.
     ApprovalRecord r;
     r.id = id;
-    r.status = ApprovalStatus::kCancelled;
+    r.status = status;
     r.comment = why;
     Finish(id, r);
     return;
   }
-  if (cancelled && *cancelled) Audit(**record, "cancelled", "warden", why);
+  // Someone may have decided first: their decision stands, and is what the call gets.
+  if (ended && *ended) Audit(**record, expire ? "expired" : "cancelled", "warden", why);
   Finish(id, **record);
 }
 
@@ -366,22 +373,6 @@ void ApprovalGate::Finish(const std::string& id, const ApprovalRecord& record) {
   }
 }
 
-void ApprovalGate::Expire(const std::string& id, std::chrono::milliseconds timeout) {
-  const std::string why = "approval expired after " + FormatDuration(timeout);
-  auto expired = store_->Expire(id, why);
-  auto record = store_->Get(id);
-  if (!record || !*record) {
-    ApprovalRecord r;
-    r.id = id;
-    r.status = ApprovalStatus::kExpired;
-    r.comment = why;
-    Finish(id, r);
-    return;
-  }
-  if (expired && *expired) Audit(**record, "expired", "warden", why);
-  Finish(id, **record);
-}
-
 void ApprovalGate::CheckStore() {
   auto version = store_->DataVersion();
   if (!version || *version == data_version_) return;
@@ -423,7 +414,8 @@ void ApprovalGate::Run() {
       } catch (...) {
       }
     }
-    for (auto& [id, timeout] : expired) Expire(id, timeout);
+    for (auto& [id, timeout] : expired)
+      End(id, ApprovalStatus::kExpired, "approval expired after " + FormatDuration(timeout));
     CheckStore();
     lock.lock();
     if (stop_) break;

@@ -78,8 +78,8 @@ class ApprovalGate {
  public:
   // Opens the store in the warden database (created when missing), marks cancelled every
   // approval still pending there whose owner process has ended (options.restart_reason: their
-  // callers' connections ended with it), records each in `audit`, and starts the gate's thread. `audit`
-  // must outlive the gate.
+  // callers' connections ended with it), records each in `audit`, and starts the gate's thread.
+  // `audit` must outlive the gate.
   static Result<std::unique_ptr<ApprovalGate>> Open(const state::DatabaseOptions& database,
                                                     audit::AuditLog& audit,
                                                     ApprovalGateOptions options = {});
@@ -95,9 +95,10 @@ class ApprovalGate {
   };
 
   // Stores `record` as pending (created and expires filled here from `timeout`; the id too when
-  // empty) and waits for it. Returns the stored record; on error nothing waits and nothing was stored.
-  Result<state::ApprovalRecord> Ask(state::ApprovalRecord record,
-                                    std::chrono::milliseconds timeout, Waiter waiter);
+  // empty) and waits for it. Returns the stored record; on error nothing waits and nothing was
+  // stored.
+  Result<state::ApprovalRecord> Ask(state::ApprovalRecord record, std::chrono::milliseconds timeout,
+                                    Waiter waiter);
 
   // A person's decision (the API, the console, the client in-band). Wakes the waiting call when
   // it ends the wait. A vote or decision that took is an admin audit entry naming `who`, with
@@ -144,7 +145,8 @@ class ApprovalGate {
   void Run();
   // Takes the wait for `id` out (nullopt when none) and tells it how `record` ended.
   void Finish(const std::string& id, const state::ApprovalRecord& record);
-  void Expire(const std::string& id, std::chrono::milliseconds timeout);
+  // pending -> `status` (expired or cancelled) with `why`, unless decided first; tells the wait.
+  void End(const std::string& id, state::ApprovalStatus status, const std::string& why);
   void CheckStore();
   void Audit(const state::ApprovalRecord& record, const std::string& decision,
              const std::string& who, const std::string& why);
