@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 namespace warden::audit {
@@ -21,9 +22,7 @@ constexpr std::array<std::string_view, 13> kTextWords = {
     "password", "passwd",        "passphrase", "secret",      "token",       "api_key",   "api-key",
     "apikey",   "authorization", "cookie",     "private_key", "private-key", "credential"};
 
-struct Span {
-  size_t begin, end;
-};
+using Span = TextSpan;
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsUpper(char c) { return c >= 'A' && c <= 'Z'; }
@@ -272,6 +271,52 @@ bool IsSecretFlag(const json& element) {
   return s.size() > 1 && s[0] == '-' && s.find('=') == std::string::npos && IsSecretKey(s);
 }
 
+// The shapes of credentials, shared by RedactText and RedactShapes. `lower` is `text` lower-cased.
+void FindShapeSpans(std::string_view text, std::string_view lower, std::vector<Span>* spans) {
+  FindPemPrivateKeys(text, spans);
+  FindAuthSchemes(text, lower, spans);
+  FindPrefixed(text, "sk-", 20, IsUrlSafe64, spans);
+  for (std::string_view p : {"sk_live_", "sk_test_", "rk_live_", "rk_test_"})
+    FindPrefixed(text, p, 16, IsAlnum, spans);
+  for (std::string_view p : {"AKIA", "ASIA"}) FindPrefixed(text, p, 16, IsUpperAlnum, spans);
+  for (std::string_view p : {"ghp_", "gho_", "ghu_", "ghs_", "ghr_"})
+    FindPrefixed(text, p, 20, IsAlnum, spans);
+  FindPrefixed(text, "github_pat_", 20, IsGithubPatChar, spans);
+  FindPrefixed(text, "AIza", 30, IsUrlSafe64, spans);
+  FindSlackTokens(text, spans);
+  FindJwts(text, spans);
+}
+
+// Sorted by begin, with overlapping or touching spans joined: one marker per secret-looking run.
+std::vector<Span> MergeSpans(std::vector<Span> spans) {
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  std::vector<Span> merged;
+  for (const Span& span : spans) {
+    if (!merged.empty() && span.begin <= merged.back().end) {
+      merged.back().end = std::max(merged.back().end, span.end);
+    } else {
+      merged.push_back(span);
+    }
+  }
+  return merged;
+}
+
+// `text` with each of the sorted, disjoint `spans` replaced by kRedacted.
+std::string Replace(std::string_view text, const std::vector<Span>& spans) {
+  if (spans.empty()) return std::string(text);
+  std::string out;
+  out.reserve(text.size());
+  size_t copied = 0;
+  for (const Span& span : spans) {
+    out.append(text.substr(copied, span.begin - copied));
+    out.append(kRedacted);
+    copied = span.end;
+  }
+  out.append(text.substr(copied));
+  return out;
+}
+
 }  // namespace
 
 bool IsSecretKey(std::string_view key) {
@@ -283,37 +328,23 @@ bool IsSecretKey(std::string_view key) {
 std::string RedactText(std::string_view text) {
   std::string lower = Lower(text);
   std::vector<Span> spans;
-  FindPemPrivateKeys(text, &spans);
-  FindAuthSchemes(text, lower, &spans);
-  FindPrefixed(text, "sk-", 20, IsUrlSafe64, &spans);
-  for (std::string_view p : {"sk_live_", "sk_test_", "rk_live_", "rk_test_"})
-    FindPrefixed(text, p, 16, IsAlnum, &spans);
-  for (std::string_view p : {"AKIA", "ASIA"}) FindPrefixed(text, p, 16, IsUpperAlnum, &spans);
-  for (std::string_view p : {"ghp_", "gho_", "ghu_", "ghs_", "ghr_"})
-    FindPrefixed(text, p, 20, IsAlnum, &spans);
-  FindPrefixed(text, "github_pat_", 20, IsGithubPatChar, &spans);
-  FindPrefixed(text, "AIza", 30, IsUrlSafe64, &spans);
-  FindSlackTokens(text, &spans);
-  FindJwts(text, &spans);
+  FindShapeSpans(text, lower, &spans);
   FindUrlPasswords(text, &spans);
   FindAssignments(text, lower, &spans);
   FindHighEntropyRuns(text, &spans);
-  if (spans.empty()) return std::string(text);
+  return Replace(text, MergeSpans(std::move(spans)));
+}
 
-  std::sort(spans.begin(), spans.end(),
-            [](const Span& a, const Span& b) { return a.begin < b.begin; });
-  std::string out;
-  out.reserve(text.size());
-  size_t copied = 0;
-  for (size_t i = 0; i < spans.size();) {
-    size_t begin = spans[i].begin, end = spans[i].end;
-    for (++i; i < spans.size() && spans[i].begin <= end; ++i) end = std::max(end, spans[i].end);
-    out.append(text.substr(copied, begin - copied));
-    out.append(kRedacted);
-    copied = end;
-  }
-  out.append(text.substr(copied));
-  return out;
+std::vector<TextSpan> FindShapes(std::string_view text) {
+  std::vector<Span> spans;
+  FindShapeSpans(text, Lower(text), &spans);
+  return MergeSpans(std::move(spans));
+}
+
+std::string RedactShapes(std::string_view text, bool* changed) {
+  std::vector<Span> spans = FindShapes(text);
+  if (changed != nullptr) *changed = !spans.empty();
+  return Replace(text, spans);
 }
 
 json Redact(const json& value) {

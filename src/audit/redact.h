@@ -6,9 +6,11 @@
 // secret a tool argument can hold. Its failures are therefore biased towards hiding too much.
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace warden::audit {
 
@@ -26,6 +28,25 @@ bool IsSecretKey(std::string_view key);
 // the password in a URL's user:password@, the value in "secret_word=value" or
 // "secret_word: value", and high-entropy runs of 32 characters or more.
 std::string RedactText(std::string_view text);
+
+// A byte range [begin, end) of a text.
+struct TextSpan {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
+// The credential shapes only, for text that is ordinary tool output rather than tool arguments
+// (credentials::Redactor): PEM private key blocks, the credential after "Bearer " or "Basic ",
+// sk-..., sk_live_/rk_live_..., AKIA/ASIA access key ids, ghp_/gho_/ghu_/ghs_/ghr_/github_pat_
+// tokens, Slack xox?- tokens, Google AIza keys and JWTs, each replaced by kRedacted. Unlike
+// RedactText it leaves URL passwords, "secret_word=value" and high-entropy runs alone: commit
+// ids, hashes and base64 payloads are what tools print, and a result mangled on a guess is worse
+// than a log entry that hides too much. True in *changed when anything was replaced.
+std::string RedactShapes(std::string_view text, bool* changed = nullptr);
+
+// Where RedactShapes replaces: sorted by begin, overlapping or touching spans merged into one.
+// For callers that combine the shapes with matches of their own (credentials::Redactor).
+std::vector<TextSpan> FindShapes(std::string_view text);
 
 // A copy of `value` with secrets replaced by kRedacted:
 //  - a member whose key IsSecretKey has its value replaced, whatever its type (objects and

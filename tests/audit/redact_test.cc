@@ -167,6 +167,43 @@ TEST(Redact, IsIdempotent) {
   EXPECT_EQ(Redact(once), once);
 }
 
+TEST(RedactShapes, ReplacesCredentialShapes) {
+  for (const std::string& shape :
+       {kJwt, kPem, std::string("ghp_16C7e42F292c6912E7710c838347Ae178B4a"),
+        std::string("AKIAIOSFODNN7EXAMPLE"), std::string("sk_live_4eC39HqLyjWDarjtT1zdp7dc"),
+        std::string("xoxb-123456789012-1234567890123-AbCdEfGhIjKl"),
+        std::string("AIzaSyA1234567890abcdefghijklmnopqrstu")}) {
+    bool changed = false;
+    EXPECT_EQ(RedactShapes("x " + shape + " y", &changed), "x [REDACTED] y") << shape;
+    EXPECT_TRUE(changed) << shape;
+  }
+  EXPECT_EQ(RedactShapes("Authorization: Bearer abc123def456ghi789"),
+            "Authorization: Bearer [REDACTED]");
+}
+
+TEST(RedactShapes, LeavesWhatOnlyRedactTextCatches) {
+  for (const char* text :
+       {"commit 9fceb02d0ae598e95dc970b74767f19372d61af8",
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "blob Zx8Qm2Lp9Vt4Rk7Wb1Nc6Hj3Ys5Ga0Ud8Fe2Io4Kq",  // high entropy
+        "export DB_PASSWORD=hunter2 && run", "postgres://app:s3cr3t-pass@db.internal:5432/prod",
+        "The basic idea is simple.", ""}) {
+    bool changed = true;
+    EXPECT_EQ(RedactShapes(text, &changed), text);
+    EXPECT_FALSE(changed) << text;
+  }
+}
+
+TEST(RedactShapes, FindShapesGivesMergedSortedSpans) {
+  std::string text = "a " + kJwt + " b ghp_16C7e42F292c6912E7710c838347Ae178B4a";
+  std::vector<TextSpan> spans = FindShapes(text);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].begin, 2u);
+  EXPECT_EQ(spans[0].end, 2 + kJwt.size());
+  EXPECT_EQ(spans[1].end, text.size());
+  EXPECT_TRUE(FindShapes("nothing here").empty());
+}
+
 TEST(IsSecretKey, MatchesTheDocumentedWordsOnly) {
   for (const char* k : {"password", "PASSWD", "pass_phrase", "secret", "id_token", "api-key",
                         "Authorization", "cookie", "PRIVATE_KEY", "credential"}) {
