@@ -157,7 +157,7 @@ void UpstreamSummary(const Policy& policy, std::ostream& out) {
     std::vector<std::string> creds;
     for (const auto& [k, v] : up.credentials.env) creds.push_back("env " + k);
     for (const auto& [k, v] : up.credentials.header) creds.push_back("header " + k);
-    if (!creds.empty()) out << "; credentials " << Join(creds) << " (stored, not injected yet)";
+    if (!creds.empty()) out << "; credentials " << Join(creds);
     out << "\n";
   }
 }

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/read_file.h"
+#include "policy/credential_template.h"
 #include "policy/policy.h"
 #include "policy/rule_index.h"
 #include "sandbox/profile.h"
@@ -28,7 +29,6 @@ struct DeferredSection {
 constexpr DeferredSection kDeferred[] = {
     {"trifecta", "lethal trifecta: session labels and exfiltration checks"},
     {"monitoring", "monitoring: metrics, anomaly detectors and automatic kill switches"},
-    {"credentials", "credentials: secret store, token minting and injection"},
 };
 
 bool IsNameChar(char c) {
@@ -76,6 +76,23 @@ bool IsEnvName(std::string_view name) {
   return true;
 }
 
+// An HTTP field name: an RFC 9110 token.
+bool IsHeaderName(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    if (!IsNameChar(c) && std::string_view("!#$%&'*+.^`|~").find(c) == std::string_view::npos)
+      return false;
+  }
+  return true;
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
 bool IsKeyHash(const std::string& s) {
   constexpr std::string_view kPrefix = "sha256:";
   if (!s.starts_with(kPrefix) || s.size() != kPrefix.size() + 64) return false;
@@ -112,6 +129,14 @@ class Loader {
   // Whether `user` is a user of some tenant.
   bool UserExists(const std::string& user) const;
   Result<std::vector<Risk>> Risks(const YAML::Node& node, const std::string& path) const;
+  Status CredentialsSection(const YAML::Node& node);
+  Result<KeySourceSpec> KeySource(const YAML::Node& node, const std::string& path);
+  Status CredentialMap(const YAML::Node& node, const std::string& path, bool env,
+                       std::map<std::string, std::string>* out, UpstreamCredentials* creds);
+  Status UpstreamCredentialsEntry(const std::string& name, const YAML::Node& node,
+                                  const std::string& path, Upstream* up);
+  // After every upstream is read: {token:NAME} names a declared upstream.
+  Status CheckTokenTargets(const YAML::Node& node);
   Status Upstreams(const YAML::Node& node);
   Status UpstreamEntry(const std::string& name, const YAML::Node& key_node, const YAML::Node& node);
   Status Egress(const YAML::Node& node);
@@ -148,7 +173,7 @@ Result<Policy> Loader::Load(const std::string& text) {
   WARDEN_RETURN_IF_ERROR(
       r_.Fields(root, "",
                 {"version", "listen", "storage", "identity", "upstreams", "sandbox", "tools",
-                 "defaults", "agent_profiles", "scopes", "egress", "approvals"},
+                 "defaults", "agent_profiles", "scopes", "egress", "approvals", "credentials"},
                 [&](const std::string& key, const YAML::Node&, const YAML::Node& value) {
                   sections.emplace(key, value);
                   return Status::Ok();
@@ -170,6 +195,7 @@ Result<Policy> Loader::Load(const std::string& text) {
       {"scopes", &Loader::Scopes},
       {"identity", &Loader::IdentitySection},
       {"approvals", &Loader::ApprovalsSection},
+      {"credentials", &Loader::CredentialsSection},
       {"upstreams", &Loader::Upstreams},
       {"egress", &Loader::Egress},
   };
@@ -689,6 +715,7 @@ Status Loader::Upstreams(const YAML::Node& node) {
                  [&](const std::string& name, const YAML::Node& key_node, const YAML::Node& value) {
                    return UpstreamEntry(name, key_node, value);
                  }));
+  WARDEN_RETURN_IF_ERROR(CheckTokenTargets(node));
   // Prefixes must not collide with each other or shadow the built-in tools.
   std::map<std::string, std::string> owner = {{"sandbox", "the built-in sandbox__exec"},
                                               {"web", "the built-in web__fetch"}};
@@ -721,6 +748,7 @@ Status Loader::UpstreamEntry(const std::string& name, const YAML::Node& key_node
   up.prefix = name;
   std::optional<YAML::Node> sandbox_node;
   std::optional<YAML::Node> ca_node;
+  std::optional<YAML::Node> creds_node;
   WARDEN_RETURN_IF_ERROR(r_.Fields(
       node, path,
       {"command", "url", "ca_file", "prefix", "sandbox", "credentials", "instances",
@@ -802,19 +830,8 @@ Status Loader::UpstreamEntry(const std::string& name, const YAML::Node& key_node
                 return Status::Ok();
               });
         } else {
-          return r_.Fields(value, kpath, {"env", "header"},
-                           [&](const std::string& k, const YAML::Node&, const YAML::Node& v) {
-                             auto& target = k == "env" ? up.credentials.env : up.credentials.header;
-                             return r_.Entries(v, kpath + "." + k,
-                                               [&](const std::string& var, const YAML::Node&,
-                                                   const YAML::Node& ref) -> Status {
-                                                 auto s = r_.NonEmptyString(
-                                                     ref, kpath + "." + k + "." + var);
-                                                 if (!s) return s.status();
-                                                 target[var] = *s;
-                                                 return Status::Ok();
-                                               });
-                           });
+          creds_node = value;
+          return UpstreamCredentialsEntry(name, value, kpath, &up);
         }
         return Status::Ok();
       }));
@@ -830,7 +847,216 @@ Status Loader::UpstreamEntry(const std::string& name, const YAML::Node& key_node
     return r_.Error(*sandbox_node, path + ".sandbox",
                     "only a 'command' upstream runs in a sandbox: remove it or use 'command'");
   }
+  if (creds_node) {
+    const std::string cpath = path + ".credentials";
+    const UpstreamCredentials& c = up.credentials;
+    if (!up.url.empty() && !c.env.empty()) {
+      return r_.Error(*creds_node, cpath + ".env",
+                      "environment variables are for a 'command' upstream; an HTTP upstream "
+                      "gets 'header'");
+    }
+    if (!up.command.empty() && (!c.header.empty() || !c.read.empty() || !c.write.empty())) {
+      return r_.Error(*creds_node, cpath,
+                      "a 'command' upstream gets its credentials as 'env' at spawn; 'header', "
+                      "'read' and 'write' are for an HTTP upstream (for separate read and write "
+                      "credentials, declare two upstreams)");
+    }
+    if ((c.uses_secrets || c.uses_tokens) && up.instances == Instances::kShared) {
+      return r_.Error(*creds_node, cpath,
+                      "an upstream with per-user credentials cannot be 'instances: shared' (one "
+                      "connection would carry every user's credentials): use per_user or "
+                      "per_session");
+    }
+  }
   policy_.upstreams[name] = std::move(up);
+  return Status::Ok();
+}
+
+// credentials: { master_key: {env|file}, previous_keys: [...], tokens: {issuer, lifetime} }.
+// The key itself is never in the policy: only where to find it.
+Status Loader::CredentialsSection(const YAML::Node& node) {
+  policy::CredentialsSection& c = policy_.credentials;
+  c.set = true;
+  bool have_key = false;
+  WARDEN_RETURN_IF_ERROR(r_.Fields(
+      node, "credentials", {"master_key", "previous_keys", "tokens"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        const std::string path = "credentials." + key;
+        if (key == "master_key") {
+          auto source = KeySource(value, path);
+          if (!source) return source.status();
+          c.master_key = std::move(*source);
+          have_key = true;
+        } else if (key == "previous_keys") {
+          if (!value.IsSequence()) {
+            return r_.Error(value, path, "expected a list of {env: VAR} or {file: PATH}");
+          }
+          for (size_t i = 0; i < value.size(); ++i) {
+            auto source = KeySource(value[i], path + "[" + std::to_string(i) + "]");
+            if (!source) return source.status();
+            c.previous_keys.push_back(std::move(*source));
+          }
+        } else {
+          return r_.Fields(
+              value, path, {"issuer", "lifetime"},
+              [&](const std::string& k, const YAML::Node&, const YAML::Node& v) -> Status {
+                const std::string kpath = path + "." + k;
+                auto text = r_.NonEmptyString(v, kpath);
+                if (!text) return text.status();
+                if (k == "issuer") {
+                  for (unsigned char ch : *text) {
+                    if (ch < 0x20 || ch == 0x7f)
+                      return r_.Error(v, kpath, "expected text without control characters");
+                  }
+                  c.token_issuer = *text;
+                  return Status::Ok();
+                }
+                auto ms = sandbox::ParseDuration(*text);
+                if (!ms) return r_.Error(v, kpath, ms.status().message());
+                if (*ms < 10000 || *ms > 3600000) {
+                  return r_.Error(v, kpath,
+                                  "expected a duration from 10s to 1h (tokens are short-lived), "
+                                  "got '" +
+                                      *text + "'");
+                }
+                c.token_lifetime_ms = *ms;
+                return Status::Ok();
+              });
+        }
+        return Status::Ok();
+      }));
+  if (!have_key) {
+    return r_.Error(node, "credentials",
+                    "missing 'master_key': expected {env: VAR} or {file: PATH} naming where the "
+                    "key is (never the key itself)");
+  }
+  return Status::Ok();
+}
+
+Result<KeySourceSpec> Loader::KeySource(const YAML::Node& node, const std::string& path) {
+  KeySourceSpec spec;
+  if (!node.IsMap() || node.size() != 1) {
+    return r_.Error(node, path,
+                    "expected {env: VAR} or {file: PATH}: where the key is, never the key itself");
+  }
+  WARDEN_RETURN_IF_ERROR(r_.Fields(
+      node, path, {"env", "file"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        auto text = r_.NonEmptyString(value, path + "." + key);
+        if (!text) return text.status();
+        if (key == "env") {
+          if (!IsEnvName(*text)) {
+            return r_.Error(value, path + ".env",
+                            "expected an environment variable's name (letters, digits and '_')");
+          }
+          spec.env = *text;
+        } else {
+          spec.file = *text;
+        }
+        return Status::Ok();
+      }));
+  return spec;
+}
+
+// One map of credentials: names to templates. `env`: names are environment variables; else
+// header names (RFC 9110 tokens).
+Status Loader::CredentialMap(const YAML::Node& node, const std::string& path, bool env,
+                             std::map<std::string, std::string>* out, UpstreamCredentials* creds) {
+  return r_.Entries(
+      node, path,
+      [&](const std::string& name, const YAML::Node& key_node, const YAML::Node& ref) -> Status {
+        const std::string vpath = path + "." + name;
+        if (env ? !IsEnvName(name) : !IsHeaderName(name)) {
+          return r_.Error(key_node, vpath,
+                          env ? "expected an environment variable's name (letters, digits, '_')"
+                              : "expected a header name (letters, digits and !#$%&'*+-.^_`|~)");
+        }
+        if (!env && (EqualsIgnoreCase(name, "host") || EqualsIgnoreCase(name, "content-length") ||
+                     EqualsIgnoreCase(name, "transfer-encoding") ||
+                     EqualsIgnoreCase(name, "mcp-session-id") ||
+                     EqualsIgnoreCase(name, "mcp-protocol-version"))) {
+          return r_.Error(key_node, vpath, "warden sets this header itself");
+        }
+        auto s = r_.NonEmptyString(ref, vpath);
+        if (!s) return s.status();
+        // Never echoed: a literal value may be a credential written in the file by mistake.
+        auto t = ParseTemplate(*s);
+        if (!t) return r_.Error(ref, vpath, t.status().message());
+        for (const TemplatePart& part : t->parts) {
+          if (part.kind == TemplatePart::kLiteral &&
+              part.text.find_first_of("\r\n") != std::string::npos) {
+            return r_.Error(ref, vpath, "a line break cannot be part of a header or variable");
+          }
+        }
+        if (env && t->uses_token()) {
+          return r_.Error(ref, vpath,
+                          "a token lives minutes and an environment is set once, at spawn: use "
+                          "{token:...} in an HTTP upstream's header");
+        }
+        if (t->uses_secret() && !policy_.credentials.set) {
+          return r_.Error(ref, vpath,
+                          "names a secret, but the policy has no 'credentials' section: add "
+                          "credentials: { master_key: { env: VAR } } (the secret store's key)");
+        }
+        if (t->uses_token() && !policy_.credentials.set) {
+          return r_.Error(ref, vpath,
+                          "names a token, but the policy has no 'credentials' section: tokens "
+                          "are signed with keys kept in the secret store (add credentials: { "
+                          "master_key: { env: VAR } })");
+        }
+        creds->uses_secrets = creds->uses_secrets || t->uses_secret();
+        creds->uses_tokens = creds->uses_tokens || t->uses_token();
+        (*out)[name] = *s;
+        return Status::Ok();
+      });
+}
+
+Status Loader::UpstreamCredentialsEntry(const std::string& name, const YAML::Node& node,
+                                        const std::string& path, Upstream* up) {
+  (void)name;
+  UpstreamCredentials& c = up->credentials;
+  return r_.Fields(
+      node, path, {"env", "header", "read", "write", "audience"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        const std::string kpath = path + "." + key;
+        if (key == "env") return CredentialMap(value, kpath, true, &c.env, &c);
+        if (key == "header") return CredentialMap(value, kpath, false, &c.header, &c);
+        if (key == "audience") {
+          auto s = r_.NonEmptyString(value, kpath);
+          if (!s) return s.status();
+          c.audience = *s;
+          return Status::Ok();
+        }
+        CredentialSet& set = key == "read" ? c.read : c.write;
+        return r_.Fields(value, kpath, {"header"},
+                         [&](const std::string&, const YAML::Node&, const YAML::Node& v) {
+                           return CredentialMap(v, kpath + ".header", false, &set.header, &c);
+                         });
+      });
+}
+
+Status Loader::CheckTokenTargets(const YAML::Node& node) {
+  if (!node.IsMap()) return Status::Ok();
+  for (const auto& [name, up] : policy_.upstreams) {
+    auto check = [&](const std::map<std::string, std::string>& m,
+                     const std::string& where) -> Status {
+      for (const auto& [header, text] : m) {
+        auto t = ParseTemplate(text);
+        if (!t) continue;  // checked when read
+        for (const std::string& target : t->tokens()) {
+          if (policy_.upstreams.count(target) == 0) {
+            return r_.Error(node[name],
+                            "upstreams." + name + ".credentials." + where + "." + header,
+                            "{token:" + target + "} names no upstream of this policy");
+          }
+        }
+      }
+      return Status::Ok();
+    };
+    WARDEN_RETURN_IF_ERROR(check(up.credentials.header, "header"));
+    WARDEN_RETURN_IF_ERROR(check(up.credentials.read.header, "read.header"));
+    WARDEN_RETURN_IF_ERROR(check(up.credentials.write.header, "write.header"));
+  }
   return Status::Ok();
 }
 

@@ -85,10 +85,25 @@ struct Identity {
 };
 
 // ---- upstreams ----
-// Stored as written; injecting them is the credentials issue's work.
+// What an upstream is given at call time (docs/credentials.md). Values are templates
+// (credential_template.h): "secret:NAME", "{secret:NAME}", "{token:UPSTREAM}" and literal text,
+// checked by the loader.
+struct CredentialSet {
+  std::map<std::string, std::string> env;     // variable -> template (stdio: set at spawn)
+  std::map<std::string, std::string> header;  // header -> template (HTTP: sent on each request)
+  bool empty() const { return env.empty() && header.empty(); }
+};
+
 struct UpstreamCredentials {
-  std::map<std::string, std::string> env;     // variable -> reference ("secret:NAME")
-  std::map<std::string, std::string> header;  // header -> template ("Bearer {token:NAME}")
+  std::map<std::string, std::string> env;     // variable -> template
+  std::map<std::string, std::string> header;  // header -> template
+  // HTTP only: headers for read calls and for write calls (a tool's access), on top of `header`
+  // (which every request gets, listing included). A read call never gets `write`'s.
+  CredentialSet read, write;
+  // The `aud` of tokens minted for this upstream ({token:NAME}); "": its URL, else its name.
+  std::string audience;
+  bool uses_secrets = false;  // some value names a secret (set by the loader)
+  bool uses_tokens = false;   // some value names a token (set by the loader)
 };
 
 // How many live connections (for stdio: processes) an upstream has, and who shares each
@@ -201,6 +216,20 @@ struct ApprovalWebhook {
   std::string secret;  // HMAC-SHA256 key as written: "env:VAR" names an environment variable
 };
 
+// ---- credentials (docs/credentials.md) ----
+// Where a master key is: exactly one of env and file.
+struct KeySourceSpec {
+  std::string env, file;
+};
+
+struct CredentialsSection {
+  bool set = false;  // the policy has a credentials section
+  KeySourceSpec master_key;
+  std::vector<KeySourceSpec> previous_keys;  // still decrypt; never encrypt
+  std::string token_issuer = "warden";       // credentials.tokens.issuer
+  uint64_t token_lifetime_ms = 300000;       // credentials.tokens.lifetime (default 5m, max 1h)
+};
+
 struct Approvals {
   uint64_t timeout_ms = 600000;  // approvals.timeout (default 10m): then denied as expired
   std::vector<ApproverGrant> approvers;
@@ -225,6 +254,7 @@ struct Policy {
   std::map<std::string, Scope, std::less<>> scopes;
   std::vector<std::string> egress_allow;
   Approvals approvals;
+  CredentialsSection credentials;
 
   // Built by the loader from `rules` (reset it after editing `rules`); when null, decisions
   // scan every rule in order.

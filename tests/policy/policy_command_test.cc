@@ -43,7 +43,7 @@ TEST(PolicyCheckTest, MultiTenantSummaryNamesWhatMatters) {
   EXPECT_NE(text.find("tenant acme"), std::string::npos);
   EXPECT_NE(text.find("user bob (approver)"), std::string::npos);
   EXPECT_NE(text.find("agent alice-coder acts for alice, profile coder, 1 key"), std::string::npos);
-  EXPECT_NE(text.find("credentials env MAIL_TOKEN (stored, not injected yet)"), std::string::npos);
+  EXPECT_NE(text.find("credentials env MAIL_TOKEN"), std::string::npos);
   EXPECT_NE(text.find("-> risk high, ask (by risk), access write, labels external_send"),
             std::string::npos)
       << text;
