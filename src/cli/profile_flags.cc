@@ -1,5 +1,7 @@
 #include "cli/profile_flags.h"
 
+#include <cstdlib>
+
 #include "sandbox/profile.h"
 
 namespace warden::cli {
@@ -39,6 +41,9 @@ void ProfileFlags::AddTo(CLI::App* s) {
   s->add_flag("--no-protect", no_protect, "Protect nothing inside --rw binds (not even the defaults)");
   s->add_option("--workdir", workdir, "Working directory inside (default: the first --rw, else /tmp)");
   s->add_option("--env", env, "Add NAME=VALUE to the clean environment");
+  s->add_option("--env-inherit", env_inherit,
+                "Copy NAME from this process's environment into the clean one (keeps a secret "
+                "out of argv)");
   s->add_option("--accept-missing", accept_missing,
                 "Run without a missing feature: landlock, cgroups (recorded in the result)");
 }
@@ -65,6 +70,14 @@ Result<sandbox::Options> ProfileFlags::ToOptions(const CLI::App& app) const {
     auto eq = e.find('=');
     if (eq == std::string::npos || eq == 0) return Status::Error("--env " + e + ": expected NAME=VALUE");
     o.env[e.substr(0, eq)] = e.substr(eq + 1);
+  }
+  for (const auto& name : env_inherit) {
+    const char* value = std::getenv(name.c_str());
+    // The value is never in the message: it is a secret by assumption.
+    if (name.empty() || name.find('=') != std::string::npos)
+      return Status::Error("--env-inherit " + name + ": expected a variable's name");
+    if (!value) return Status::Error("--env-inherit " + name + ": not set in warden's environment");
+    o.env[name] = value;
   }
   for (const auto& f : accept_missing) {
     if (f == "landlock") o.degrade.allow_no_landlock = true;

@@ -18,7 +18,7 @@ struct ProfileFlags {
   std::string profile, timeout, memory, cpu, output_limit, tmpfs_size, file_size, workdir;
   uint32_t pids = 0, open_files = 0;
   bool no_protect = false;
-  std::vector<std::string> ro, rw, env, protect, accept_missing;
+  std::vector<std::string> ro, rw, env, env_inherit, protect, accept_missing;
 
   // Adds the options to `app`.
   void AddTo(CLI::App* app);

@@ -43,6 +43,7 @@ std::vector<std::string> ProfileArgs(const Options& o) {
     for (const auto& p : o.protect) add("--protect", p);
   if (!o.workdir.empty()) add("--workdir", o.workdir);
   for (const auto& [k, v] : o.env) add("--env", k + "=" + v);
+  for (const auto& name : o.inherit_env) add("--env-inherit", name);
   if (o.degrade.allow_no_landlock) add("--accept-missing", "landlock");
   if (o.degrade.allow_no_cgroups) add("--accept-missing", "cgroups");
   return a;
@@ -90,8 +91,12 @@ Result<pid_t> SpawnWarden(std::vector<std::string> args, const SpawnIo& io) {
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
-  std::string path_env = "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
-  char* envp[] = {path_env.data(), nullptr};
+  std::vector<std::string> env_text = {
+      "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"};
+  for (const auto& [k, v] : io.env) env_text.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
 
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -118,7 +123,7 @@ Result<pid_t> SpawnWarden(std::vector<std::string> args, const SpawnIo& io) {
   posix_spawnattr_setsigdefault(&attr, &all);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_USEVFORK);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, bin.c_str(), &fa, &attr, argv.data(), envp);
+  int rc = posix_spawn(&pid, bin.c_str(), &fa, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return Status::FromErrno("sandbox launch: posix_spawn " + bin, rc);

@@ -42,6 +42,10 @@ struct Options {
   std::vector<std::string> protect;    // paths relative to each --rw bind that stay read-only
   std::string workdir;                 // inside; default: first --rw inside path, else /tmp
   std::map<std::string, std::string> env;  // added to the clean environment
+  // Variables `warden run` copies from its own environment into the clean one (`--env-inherit
+  // NAME`): how a launcher passes secrets without putting them in argv, which any local user can
+  // read in /proc. The launcher puts the values in the child's environment (SpawnIo::env).
+  std::vector<std::string> inherit_env;
 
   NetMode net = NetMode::kNone;
   std::vector<std::string> allow;      // egress allow entries (implies kProxy)

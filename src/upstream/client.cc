@@ -48,7 +48,18 @@ struct Pending {
   bool sent = false;
   uint64_t generation = 0;  // the connection it was sent on
   bool internal = false;    // initialize: its deadline is the handshake's, not the timer's
+  std::map<std::string, std::string> headers;  // HTTP headers for this request alone
 };
+
+// Sends with the request's own headers when it has any.
+void SendOn(Connection& conn, const mcp::Message& message,
+            const std::map<std::string, std::string>& headers) {
+  if (headers.empty()) {
+    conn.Send(message);
+  } else {
+    conn.SendWithHeaders(message, headers);
+  }
+}
 
 // A one-shot slot for the handshake's reply.
 struct Slot {
@@ -82,7 +93,12 @@ class ClientImpl final : public Client {
   void Start() override;
   bool WaitReady(milliseconds timeout) override;
   uint64_t Send(const std::string& method, nlohmann::json params, Done done,
-                milliseconds timeout) override;
+                milliseconds timeout) override {
+    return SendWithHeaders(method, std::move(params), std::move(done), timeout, {});
+  }
+  uint64_t SendWithHeaders(const std::string& method, nlohmann::json params, Done done,
+                           milliseconds timeout,
+                           std::map<std::string, std::string> headers) override;
   void Cancel(uint64_t handle, const std::string& reason) override;
   void Notify(const std::string& method, nlohmann::json params) override;
   void Stop() override;
@@ -171,12 +187,14 @@ bool ClientImpl::WaitReady(milliseconds timeout) {
   return state_ == State::kReady;
 }
 
-uint64_t ClientImpl::Send(const std::string& method, nlohmann::json params, Done done,
-                          milliseconds timeout) {
+uint64_t ClientImpl::SendWithHeaders(const std::string& method, nlohmann::json params, Done done,
+                                     milliseconds timeout,
+                                     std::map<std::string, std::string> headers) {
   if (timeout.count() <= 0) timeout = options_.request_timeout;
   std::shared_ptr<Connection> conn;
   int64_t id;
   mcp::Request request;
+  std::map<std::string, std::string> headers_of_sent;
   bool stopped = false;
   bool earliest = false;
   {
@@ -192,6 +210,7 @@ uint64_t ClientImpl::Send(const std::string& method, nlohmann::json params, Done
       p.method = method;
       if (!params.is_null()) p.params = std::move(params);
       p.done = std::move(done);
+      p.headers = std::move(headers);
       p.timeout = timeout;
       p.deadline = deadline;
       if (ready_ && conn_) {
@@ -200,6 +219,7 @@ uint64_t ClientImpl::Send(const std::string& method, nlohmann::json params, Done
         conn = conn_;
         request = mcp::Request{mcp::Id(id), method, std::move(p.params)};
         p.params.reset();
+        headers_of_sent = p.headers;
       }
       deadlines_.emplace(p.deadline, id);
       pending_.emplace(id, std::move(p));
@@ -210,7 +230,7 @@ uint64_t ClientImpl::Send(const std::string& method, nlohmann::json params, Done
     return static_cast<uint64_t>(id);
   }
   if (earliest) timer_cv_.notify_one();
-  if (conn) conn->Send(request);
+  if (conn) SendOn(*conn, request, headers_of_sent);
   return static_cast<uint64_t>(id);
 }
 
@@ -346,7 +366,15 @@ StartOutcome ClientImpl::StartOnce() {
   };
   std::shared_ptr<Connection> conn;
   if (!spec_.command.empty()) {
-    conn = MakeStdioConnection(spec_, options_, std::move(sink));
+    std::map<std::string, std::string> env;
+    if (spec_.start_env) {
+      // Resolved per start: a rotated secret reaches the next process. A secret that cannot be
+      // had ends the client (fatal): restarting would only fail the same way.
+      auto resolved = spec_.start_env();
+      if (!resolved) return {false, true, resolved.status().message()};
+      env = std::move(*resolved);
+    }
+    conn = MakeStdioConnection(spec_, options_, std::move(sink), std::move(env));
   } else {
     auto made = MakeHttpConnection(spec_, options_, std::move(sink));
     if (!made) return {false, true, made.status().message()};
@@ -433,7 +461,7 @@ StartOutcome ClientImpl::Handshake(const std::shared_ptr<Connection>& conn, uint
 
 void ClientImpl::GoReady() {
   std::shared_ptr<Connection> conn;
-  std::vector<mcp::Message> queued;
+  std::vector<std::pair<mcp::Message, std::map<std::string, std::string>>> queued;
   std::string name;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -444,13 +472,13 @@ void ClientImpl::GoReady() {
       if (p.sent) continue;
       p.sent = true;
       p.generation = generation_;
-      queued.push_back(mcp::Request{mcp::Id(id), p.method, std::move(p.params)});
+      queued.emplace_back(mcp::Request{mcp::Id(id), p.method, std::move(p.params)}, p.headers);
       p.params.reset();
     }
     name = info_.server_info.value("name", std::string("?"));
   }
   SetState(State::kReady, "initialized " + name + " (protocol " + info().protocol_version + ")");
-  for (const auto& m : queued) conn->Send(m);
+  for (const auto& [m, headers] : queued) SendOn(*conn, m, headers);
 }
 
 void ClientImpl::CloseCurrent() {

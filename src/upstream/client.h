@@ -34,6 +34,19 @@ struct Spec {
   std::map<std::string, std::string> headers;
   // https: a PEM file of CA certificates to trust instead of the system store (a private CA).
   std::string ca_file;
+
+  // Credentials (docs/credentials.md), computed when needed rather than stored here, so that a
+  // rotated secret or an expiring token is picked up:
+  //  - stdio: variables for the server's environment, asked for before each start. They reach
+  //    `warden run` through its environment (never its argv, which every local user can read)
+  //    and the server through the sandbox's clean environment. An error ends the client (kStopped
+  //    with the error as `why`): no restart can set a secret that is not there.
+  std::function<Result<std::map<std::string, std::string>>()> start_env;
+  //  - HTTP: headers asked for before every request warden sends on its own behalf (initialize,
+  //    listings, the GET stream, DELETE), added after `headers`. A request sent with headers of
+  //    its own (Client::SendWithHeaders: a call's, which the gateway builds from the same
+  //    templates) gets those instead of these.
+  std::function<std::map<std::string, std::string>()> request_headers;
 };
 
 struct ClientOptions {
@@ -111,6 +124,15 @@ class Client {
   // timeout). Returns a handle for Cancel. timeout zero: options.request_timeout.
   virtual uint64_t Send(const std::string& method, nlohmann::json params, Done done,
                         std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) = 0;
+  // Send with HTTP headers for this request alone (a token minted for one call); they are sent
+  // instead of Spec::request_headers. stdio has no headers: the same as Send. A client
+  // without HTTP (test doubles) may ignore them.
+  virtual uint64_t SendWithHeaders(const std::string& method, nlohmann::json params, Done done,
+                                   std::chrono::milliseconds timeout,
+                                   std::map<std::string, std::string> headers) {
+    (void)headers;
+    return Send(method, std::move(params), std::move(done), timeout);
+  }
   // Cancels a request in flight: sends notifications/cancelled {requestId, reason} upstream and
   // completes its Done with -32800. Nothing happens for a handle already done.
   virtual void Cancel(uint64_t handle, const std::string& reason) = 0;

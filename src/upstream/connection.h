@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -41,6 +42,12 @@ class Connection {
   // through the sink (on_dead for stdio, on_request_failed for an HTTP request). A no-op once
   // the connection is closing.
   virtual void Send(const mcp::Message& message) = 0;
+  // Send with headers for this message alone (HTTP; stdio ignores them).
+  virtual void SendWithHeaders(const mcp::Message& message,
+                               const std::map<std::string, std::string>& headers) {
+    (void)headers;
+    Send(message);
+  }
   // The initialize handshake succeeded with `protocol_version`: sends notifications/initialized
   // so that it reaches the server before any later request (HTTP: POSTs travel on separate
   // connections, so it waits, until `deadline` at most, for the server to take it; from then on
@@ -63,8 +70,10 @@ class Connection {
   virtual int pid() const { return 0; }
 };
 
+// `env`: the variables Spec::start_env gave for this start.
 std::unique_ptr<Connection> MakeStdioConnection(const Spec& spec, const ClientOptions& options,
-                                                ConnectionSink sink);
+                                                ConnectionSink sink,
+                                                std::map<std::string, std::string> env = {});
 // Fails when spec.url is not an http:// URL warden can reach.
 Result<std::unique_ptr<Connection>> MakeHttpConnection(const Spec& spec,
                                                        const ClientOptions& options,

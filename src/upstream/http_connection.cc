@@ -64,6 +64,7 @@ struct Exchange {
   milliseconds retry{kDefaultRetry};
   std::string sent_session;  // the session id this exchange carried
   int resumes = 0;
+  std::map<std::string, std::string> headers;  // for this request alone (a per-call token)
 };
 
 // How an exchange ended.
@@ -92,7 +93,9 @@ class HttpConnection final : public Connection {
   ~HttpConnection() override { Close(); }
 
   Status Open(Clock::time_point deadline) override;
-  void Send(const mcp::Message& message) override;
+  void Send(const mcp::Message& message) override { SendWithHeaders(message, {}); }
+  void SendWithHeaders(const mcp::Message& message,
+                       const std::map<std::string, std::string>& headers) override;
   void Initialized(const std::string& protocol_version, Clock::time_point deadline) override;
   void Abandon(int64_t id) override;
   void Close() override;
@@ -193,10 +196,12 @@ void HttpConnection::Spawn(Exchange ex) {
   });
 }
 
-void HttpConnection::Send(const mcp::Message& message) {
+void HttpConnection::SendWithHeaders(const mcp::Message& message,
+                                     const std::map<std::string, std::string>& headers) {
   if (closing_) return;
   Exchange ex;
   ex.body = mcp::Serialize(message);
+  ex.headers = headers;
   if (const auto* request = std::get_if<mcp::Request>(&message)) {
     ex.request_id = request->id.AsInt64();
     ex.initialize = request->method == "initialize";
@@ -334,6 +339,13 @@ http::request<http::string_body> HttpConnection::BuildRequest(Exchange& ex) {
   req.set(http::field::host, url_.host_header);
   req.set(http::field::user_agent, "warden-upstream/0.1");
   for (const auto& [name, value] : spec_.headers) req.set(name, value);
+  // Credentials: computed now (a token minted for warden's own requests expires), then the
+  // request's own, which replace them. Values were checked for line breaks where they came from
+  // (the policy loader, the secret store); Beast refuses what would split the request anyway.
+  if (spec_.request_headers && ex.headers.empty()) {
+    for (const auto& [name, value] : spec_.request_headers()) req.set(name, value);
+  }
+  for (const auto& [name, value] : ex.headers) req.set(name, value);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!ex.initialize && !session_id_.empty()) {

@@ -85,8 +85,9 @@ Status SetNonBlocking(int fd) {
 
 class StdioConnection final : public Connection {
  public:
-  StdioConnection(const Spec& spec, const ClientOptions& options, ConnectionSink sink)
-      : spec_(spec), options_(options), sink_(std::move(sink)) {}
+  StdioConnection(const Spec& spec, const ClientOptions& options, ConnectionSink sink,
+                  std::map<std::string, std::string> env)
+      : spec_(spec), options_(options), sink_(std::move(sink)), env_(std::move(env)) {}
   ~StdioConnection() override { Close(); }
 
   Status Open(Clock::time_point deadline) override;
@@ -107,6 +108,7 @@ class StdioConnection final : public Connection {
   const Spec spec_;
   const ClientOptions options_;
   const ConnectionSink sink_;
+  const std::map<std::string, std::string> env_;  // Spec::start_env's, for this process
 
   std::atomic<pid_t> pid_{0};
   UniqueFd pidfd_;
@@ -149,6 +151,13 @@ Status StdioConnection::Open(Clock::time_point /*deadline: spawning does not wai
   io.stdin_fd = in_c->get();
   io.stdout_fd = out_c->get();
   io.stderr_fd = err_c->get();
+  // Credentials go through `warden run`'s environment, not its argv (/proc/PID/cmdline is
+  // world-readable; environ is the owner's alone).
+  for (const auto& [name, value] : env_) {
+    options.inherit_env.push_back(name);
+    options.env.erase(name);
+    io.env[name] = value;
+  }
   auto pid = sandbox::SpawnRun(options, io);
   if (!pid) return pid.status();
   // The child has its ends now; ours must go, or EOF on stdout would never come.
@@ -378,8 +387,9 @@ void StdioConnection::Close() {
 }  // namespace
 
 std::unique_ptr<Connection> MakeStdioConnection(const Spec& spec, const ClientOptions& options,
-                                                ConnectionSink sink) {
-  return std::make_unique<StdioConnection>(spec, options, std::move(sink));
+                                                ConnectionSink sink,
+                                                std::map<std::string, std::string> env) {
+  return std::make_unique<StdioConnection>(spec, options, std::move(sink), std::move(env));
 }
 
 }  // namespace warden::upstream

@@ -164,6 +164,24 @@ TEST(Escape, HostEnvironmentDoesNotLeak) {
   EXPECT_NE(r.out.find("PATH="), std::string::npos);
 }
 
+// --env-inherit (how the gateway passes an upstream's secrets, docs/credentials.md): the named
+// variable alone crosses from warden's environment, never through argv; an unnamed one stays out.
+TEST(Escape, EnvInheritPassesOnlyTheNamedVariable) {
+  Invocation inv;
+  inv.args = {"run", "--env-inherit", "SERVICE_TOKEN", "--", "env"};
+  inv.extra_env = {{"SERVICE_TOKEN", "tok-123456789"}, {"OTHER_SECRET", "hunter2"}};
+  auto r = RunWarden(inv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("SERVICE_TOKEN=tok-123456789"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("hunter2"), std::string::npos) << r.out;
+
+  Invocation missing;
+  missing.args = {"run", "--env-inherit", "NOT_SET_ANYWHERE", "--", "true"};
+  auto m = RunWarden(missing);
+  EXPECT_NE(m.exit_code, 0);
+  EXPECT_NE(m.err.find("--env-inherit NOT_SET_ANYWHERE: not set"), std::string::npos) << m.err;
+}
+
 TEST(Escape, TiocstiInjectionIsRefused) {
   auto r = RunSh("python3 -c \"import fcntl,termios,os\nfd=os.open('/dev/null', os.O_RDONLY)\n"
                  "try:\n fcntl.ioctl(0, termios.TIOCSTI, b'x'); print('INJECTED')\nexcept OSError as e: print('tiocsti', e.errno)\"");
