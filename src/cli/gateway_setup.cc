@@ -6,6 +6,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "cli/credentials_setup.h"
 #include "common/guard.h"
 #include "gateway/session/session.h"
 #include "policy/default_policy.h"
@@ -246,9 +247,24 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, ident
   if (!undo) return undo.status().Wrap("undo plans in " + audit_options.path);
   g->undo_ = std::move(*undo);
 
+  // The secret store and the token minter (docs/credentials.md): a master key that is missing
+  // or wrong refuses the start, with the message saying which and what to do.
+  if ((*policy)->credentials.set) {
+    auto store = OpenSecretStore(**policy, audit_options.path, true);
+    if (!store) return store.status();
+    g->secrets_ = std::move(*store);
+    auto minter = OpenTokenMinter(*g->secrets_, **policy);
+    if (!minter) return minter.status().Wrap("token signing keys");
+    g->minter_ = std::move(*minter);
+  }
+  g->broker_ = std::make_unique<gateway::CredentialBroker>(g->secrets_.get(), g->minter_.get(),
+                                                           g->redactor_);
+  g->broker_->Refresh();
+
   gateway::GatewayOptions options;
   options.services.approvals = g->approvals_.get();
   options.services.undo = g->undo_.get();
+  options.services.credentials = g->broker_.get();
   state::PinStore* pin_store = g->pins_.get();
   options.pin_review = [pin_store](const std::string& server, const std::string& prefix,
                                    const json& tools) -> Result<std::vector<std::string>> {
@@ -307,6 +323,14 @@ bool Gateway::Reload() {
   };
   auto loaded = PolicyFromFlags(flags_);
   if (!loaded) return failed(loaded.status());
+  if (auto current = holder_.Current();
+      current && !SameKeys(current->credentials, (*loaded)->credentials)) {
+    // The store was opened with the keys of the start: another key needs a restart (and
+    // `warden secrets rotate` to re-encrypt under it), never a silent half-switch.
+    return failed(Status::Error(
+        "the credentials section names other master keys (or was added or removed): restart "
+        "warden to use them"));
+  }
   jwks_path_ = JwksPathOf(**loaded);  // watched from now on, so that fixing it is seen
   std::shared_ptr<const identity::Authenticator> auth;
   if (identity_) {

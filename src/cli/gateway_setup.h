@@ -18,6 +18,10 @@
 #include "gateway/approvals/approval_webhook.h"
 #include "gateway/builtins/builtin_tools.h"
 #include "gateway/builtins/exec_pool.h"
+#include "credentials/redactor.h"
+#include "credentials/secret_store.h"
+#include "credentials/tokens.h"
+#include "gateway/credentials/broker.h"
 #include "gateway/gateway.h"
 #include "gateway/stages/kill_switches.h"
 #include "identity/identity.h"
@@ -80,6 +84,9 @@ class Gateway {
   gateway::ApprovalGate& approvals() { return *approvals_; }
   gateway::ApprovalWebhook& webhook() { return webhook_; }
   state::UndoStore& undo() { return *undo_; }  // undo plans (docs/approvals.md "Undo")
+  // The token minter (null without a credentials section): its public keys are served at
+  // /.well-known/jwks.json.
+  credentials::TokenMinter* minter() { return minter_.get(); }
   // Loads the --config file again now (SIGHUP), and with it its identity (the JWKS file). One
   // unit: the whole new policy with its keys, or, on any error, the whole old one and a logged
   // error. The watcher retries when the policy file or its JWKS file changes, and on SIGHUP.
@@ -107,6 +114,12 @@ class Gateway {
   gateway::ApprovalWebhook webhook_;                  // approvals.webhook; outlives approvals_
   std::unique_ptr<gateway::ApprovalGate> approvals_;  // outlives core_, whose calls wait in it
   std::unique_ptr<state::UndoStore> undo_;  // undo plans (options.services.undo); outlives core_
+  // Credentials (docs/credentials.md), all outliving core_: the store and the minter when the
+  // policy has a credentials section; the redactor and the broker always.
+  std::unique_ptr<credentials::SecretStore> secrets_;
+  std::unique_ptr<credentials::TokenMinter> minter_;
+  credentials::Redactor redactor_;
+  std::unique_ptr<gateway::CredentialBroker> broker_;
   gateway::ExecPoolSlot pools_;             // outlives tools_ and core_, which use it
   gateway::BuiltinTools tools_;
   std::unique_ptr<gateway::GatewayCore> core_;

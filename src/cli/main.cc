@@ -11,6 +11,7 @@
 #include "cli/policy_command.h"
 #include "cli/pool_command.h"
 #include "cli/run_command.h"
+#include "cli/secrets_command.h"
 #include "cli/serve_command.h"
 #include "cli/tools_command.h"
 #include "cli/undo_command.h"
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   warden::cli::PoolCommand pool(app);
   warden::cli::ApprovalsCommand approvals(app);
   warden::cli::UndoCommand undo(app);
+  warden::cli::SecretsCommand secrets(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -47,5 +49,6 @@ int main(int argc, char** argv) {
   if (pool.parsed()) return pool.Execute();
   if (approvals.parsed()) return approvals.Execute();
   if (undo.parsed()) return undo.Execute();
+  if (secrets.parsed()) return secrets.Execute();
   return 125;
 }

@@ -147,6 +147,10 @@ int ServeCommand::Execute() {
     return 2;
   }
   Gateway& g = **started;
+  if (credentials::TokenMinter* minter = g.minter()) {
+    // The tokens warden mints for upstreams are checked against these (docs/credentials.md).
+    http.jwks = [minter] { return minter->Jwks().dump(); };
+  }
   ServeHost host(g, local);
   gateway::HttpServer server(host, http);
   if (Status st = server.Start(); !st.ok()) {

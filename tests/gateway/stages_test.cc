@@ -186,7 +186,8 @@ TEST(StandardPipeline, ChainsTheStagesInTheArchitecturesOrder) {
   auto p = BuildPipeline(StageServices{&holder, &kills, &tools, log.get(), {}});
   EXPECT_EQ(p->StageNames(),
             (std::vector<std::string>{"identity", "kill_switches", "policy", "arguments",
-                                      "approval", "execute", "audit", "undo"}));
+                                      "approval", "credentials", "execute", "redact", "audit",
+                                      "undo"}));
 }
 
 // sandbox__exec on profile "strict" when the command starts with "echo strict" (rule tools[0]),

@@ -214,6 +214,14 @@ void HttpConnection::Route() {
     }
     return SendJson(Status::ok, R"({"status":"ok"})", keep);
   }
+  if (path == "/.well-known/jwks.json" && shared_->options.jwks) {
+    // Public keys only: no credentials asked, no CORS needed (servers fetch it, not pages).
+    if (req.method() != bhttp::verb::get) {
+      return Refuse(Status::method_not_allowed, mcp::kInvalidRequest,
+                    "/.well-known/jwks.json takes GET only", keep, {{"Allow", "GET"}});
+    }
+    return SendJson(Status::ok, shared_->options.jwks(), keep);
+  }
   api_ = path == "/api" || path.starts_with("/api/");
   console_ = !api_ && path != shared_->options.path && IsConsolePath(path);
   if (!api_ && !console_ && path != shared_->options.path) {

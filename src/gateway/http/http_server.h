@@ -110,6 +110,9 @@ struct HttpServerOptions {
   // connection. Quicker replies stay plain JSON.
   std::chrono::milliseconds sse_after{100};
   std::chrono::milliseconds sse_retry{1000};
+  // The public keys of the tokens warden mints (docs/credentials.md), served without
+  // credentials at GET /.well-known/jwks.json for upstreams to verify them. Unset: 404.
+  std::function<std::string()> jwks;
 };
 
 class HttpServer {

@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "gateway/credentials/broker.h"
 #include "gateway/gateway.h"
 #include "gateway/session/session_upstreams.h"
 #include "identity/identity.h"
@@ -72,6 +73,13 @@ void McpSession::Touch() {
 }
 
 void McpSession::AttachStream(MessageSink sink) {
+  if (CredentialBroker* broker = core_.options().services.credentials; broker && sink) {
+    sink = [broker, sink = std::move(sink)](const mcp::Message& message) {
+      mcp::Message copy = message;
+      RedactMessage(broker->redactor(), copy);
+      sink(copy);
+    };
+  }
   std::lock_guard lock(mu_);
   stream_ = std::move(sink);
 }
@@ -94,6 +102,25 @@ bool McpSession::SendToStream(const mcp::Message& message) {
 
 void McpSession::Handle(mcp::Message message, Exchange exchange) {
   Touch();
+  // Whatever goes back to the client passes the redactor last (docs/credentials.md): results,
+  // errors, list answers, progress, server-to-client requests. The pipeline's redact stage has
+  // done the same for what the audit log records; this catches what never was a call (a tool
+  // description an upstream wrote, a notification).
+  if (CredentialBroker* broker = core_.options().services.credentials) {
+    if (exchange.reply) {
+      exchange.reply = [broker, reply = std::move(exchange.reply)](mcp::Message m) {
+        RedactMessage(broker->redactor(), m);
+        reply(std::move(m));
+      };
+    }
+    if (exchange.related) {
+      exchange.related = [broker, related = std::move(exchange.related)](const mcp::Message& m) {
+        mcp::Message copy = m;
+        RedactMessage(broker->redactor(), copy);
+        related(copy);
+      };
+    }
+  }
   if (auto* request = std::get_if<mcp::Request>(&message)) {
     if (closed_.load()) {
       if (exchange.reply)

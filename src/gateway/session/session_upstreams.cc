@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "gateway/credentials/broker.h"
 #include "gateway/gateway.h"
 
 namespace warden::gateway {
@@ -259,6 +260,17 @@ void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json p
     params["_meta"]["progressToken"] = token;
   }
   upstream::Client* client = &entry.client();
+  // The credentials stage's headers for this call (a token minted for it), when it chose any.
+  std::map<std::string, std::string> headers;
+  bool has_headers = false;
+  if (flight) {
+    if (std::shared_ptr<CallContext> call = flight->call.lock()) {
+      if (const auto* chosen = call->state.Find<UpstreamCallHeaders>(); chosen && chosen->set) {
+        headers = chosen->headers;
+        has_headers = true;
+      }
+    }
+  }
   // The reply may come before the cancel action is registered below (on another thread, or on
   // this one inside Send): the action must then not be registered at all, since it would outlive
   // the request. Recursive: a cancel action run at once may complete the request on this thread.
@@ -267,21 +279,24 @@ void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json p
     bool finished = false;
   };
   auto sent = std::make_shared<Sent>();
-  uint64_t handle = client->Send(method, std::move(params),
-                                 [self = shared_from_this(), flight, token, sent,
-                                  done = std::move(done)](mcp::Message reply) mutable {
-                                   {
-                                     std::lock_guard lock(sent->mu);
-                                     if (sent->finished) return;
-                                     sent->finished = true;
-                                     if (flight) flight->cancel->OnCancel({});
-                                   }
-                                   if (!token.empty()) {
-                                     std::lock_guard lock(self->mu_);
-                                     self->progress_.erase(token);
-                                   }
-                                   done(std::move(reply));
-                                 });
+  auto on_reply = [self = shared_from_this(), flight, token, sent,
+                   done = std::move(done)](mcp::Message reply) mutable {
+    {
+      std::lock_guard lock(sent->mu);
+      if (sent->finished) return;
+      sent->finished = true;
+      if (flight) flight->cancel->OnCancel({});
+    }
+    if (!token.empty()) {
+      std::lock_guard lock(self->mu_);
+      self->progress_.erase(token);
+    }
+    done(std::move(reply));
+  };
+  const uint64_t handle =
+      has_headers ? client->SendWithHeaders(method, std::move(params), std::move(on_reply),
+                                            std::chrono::milliseconds(0), std::move(headers))
+                  : client->Send(method, std::move(params), std::move(on_reply));
   if (flight) {
     std::lock_guard lock(sent->mu);
     if (!sent->finished) {

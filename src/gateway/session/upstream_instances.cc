@@ -4,6 +4,8 @@
 #include <future>
 
 #include "common/guard.h"
+#include "audit/sha256.h"
+#include "gateway/credentials/broker.h"
 #include "gateway/gateway.h"
 #include "sandbox/launcher.h"
 
@@ -383,7 +385,46 @@ UpstreamInstances::Acquired UpstreamInstances::Acquire(
       identity.owner = session_id;
       break;
   }
-  identity.fingerprint = Fingerprint(name, up, spec);
+  // Credentials (docs/credentials.md). The instance's owner is who they are for: per_user, the
+  // tenant's user; per_session, the session's caller (the loader refuses them with `shared`).
+  std::string credentials_digest;
+  if (up.credentials.uses_secrets || up.credentials.uses_tokens) {
+    CredentialBroker* broker = core_.options().services.credentials;
+    const CredentialOwner owner{caller.tenant, caller.user, ""};
+    auto policy_now = std::make_shared<const policy::Policy>(policy);
+    if (!up.command.empty() && !up.credentials.env.empty()) {
+      // Resolved now for the digest (a rotated secret makes a new instance for new sessions),
+      // and again at each start; a secret that is missing stops the instance, and its calls
+      // fail naming the secret.
+      if (broker) {
+        auto env = broker->Environment(policy, name, owner);
+        credentials_digest = env ? audit::Sha256Hex(json(*env).dump()) : "unresolved";
+      }
+      spec.start_env = [broker, policy_now, name,
+                        owner]() -> Result<std::map<std::string, std::string>> {
+        if (!broker) return Status::Error("the policy names secrets but this gateway has no store");
+        auto env = broker->Environment(*policy_now, name, owner);
+        if (!env) return env.status().Wrap("credentials");
+        return env;
+      };
+    }
+    if (!up.url.empty() && !up.credentials.header.empty()) {
+      if (broker) {
+        // A secret that is missing shows in the instance's requests as no header: the upstream
+        // refuses them, and each call (which renders its own headers) says which secret.
+        auto headers = broker->InstanceHeaders(policy, name, owner);
+        credentials_digest = headers ? "resolved" : "unresolved";
+      }
+      spec.request_headers = [broker, policy_now, name, owner]() {
+        std::map<std::string, std::string> out;
+        if (!broker) return out;
+        auto headers = broker->InstanceHeaders(*policy_now, name, owner);
+        if (headers) out = std::move(*headers);
+        return out;
+      };
+    }
+  }
+  identity.fingerprint = Fingerprint(name, up, spec) + credentials_digest;
   const std::string key = json::array({name, identity.owner, identity.fingerprint}).dump();
 
   std::shared_ptr<UpstreamInstance> instance;

@@ -8,7 +8,9 @@ std::unique_ptr<Stage> MakeKillSwitchStage(const StageServices& services);
 std::unique_ptr<Stage> MakePolicyStage(const StageServices& services);
 std::unique_ptr<Stage> MakeArgumentsStage(const StageServices& services);
 std::unique_ptr<Stage> MakeApprovalStage(const StageServices& services);
+std::unique_ptr<Stage> MakeCredentialsStage(const StageServices& services);
 std::unique_ptr<Stage> MakeExecuteStage(const StageServices& services);
+std::unique_ptr<Stage> MakeRedactStage(const StageServices& services);
 std::unique_ptr<Stage> MakeAuditStage(const StageServices& services);
 std::unique_ptr<Stage> MakeUndoStage(const StageServices& services);
 
@@ -23,7 +25,9 @@ const std::vector<ChainLink>& StandardChain() {
       {"policy", MakePolicyStage},
       {"arguments", MakeArgumentsStage},
       {"approval", MakeApprovalStage},
+      {"credentials", MakeCredentialsStage},
       {"execute", MakeExecuteStage},
+      {"redact", MakeRedactStage, /*final=*/true},
       {"audit", MakeAuditStage, /*final=*/true},
       {"undo", MakeUndoStage, /*final=*/true},
   };

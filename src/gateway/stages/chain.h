@@ -25,6 +25,7 @@ namespace warden::gateway {
 
 class ApprovalGate;
 class BuiltinTools;
+class CredentialBroker;
 class KillSwitches;
 
 // What stages are built from; nothing is owned, all must outlive the pipeline. A stage that
@@ -45,6 +46,10 @@ struct StageServices {
   // Where the undo stage records each call's compensating call (state/undo_store.h). Null: no
   // undo plans are recorded (and `warden undo` finds none).
   state::UndoStore* undo = nullptr;
+  // Secrets and tokens at call time, and what the redact stage hides (credentials/broker.h).
+  // Null: no credentials are injected (a policy that names any is refused before this) and only
+  // the well-known shapes of secrets are redacted.
+  CredentialBroker* credentials = nullptr;
 };
 
 // One link of a chain: the stage's stable name, how to build it, and whether it is final (runs
@@ -55,8 +60,8 @@ struct ChainLink {
   bool final = false;
 };
 
-// identity -> kill_switches -> policy -> arguments -> approval -> execute, then audit as a
-// final stage.
+// identity -> kill_switches -> policy -> arguments -> approval -> credentials -> execute, then
+// redact, audit and undo as final stages.
 const std::vector<ChainLink>& StandardChain();
 
 // The pipeline of `chain` (StandardChain() unless a test or bench builds its own), built from

@@ -1,0 +1,99 @@
+// What the gateway asks of the secret store and the token minter, at the moment a credential is
+// needed (docs/credentials.md): an upstream instance's environment at spawn (stdio), the headers
+// of warden's own requests on an instance (HTTP: initialize, listings), and the headers of one
+// call. Every secret value it reads is added to the redactor, which the redact stage applies to
+// everything going back to the agent and into the audit log.
+//
+// A secret that is not there is an error naming the secret and how to set it, for the calls
+// that need it alone; the rest of the gateway is untouched. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/status.h"
+#include "credentials/redactor.h"
+#include "credentials/secret_store.h"
+#include "credentials/tokens.h"
+#include "mcp/jsonrpc.h"
+#include "policy/model.h"
+
+namespace warden::gateway {
+
+// Who a credential is for: the tenant and user it acts as, and the agent acting (empty for
+// warden's own requests on an instance, and for a person).
+struct CredentialOwner {
+  std::string tenant, user, agent;
+};
+
+// The headers the credentials stage chose for one call (in CallContext::state): the session
+// sends the call's request to the upstream with exactly these.
+struct UpstreamCallHeaders {
+  bool set = false;
+  std::map<std::string, std::string> headers;
+};
+
+// `message` with every string of it through the redactor (a result, an error's message and
+// data, a notification's or request's params): the last step before anything reaches a client.
+void RedactMessage(const credentials::Redactor& redactor, mcp::Message& message);
+
+class CredentialBroker {
+ public:
+  // `store` and `minter` may be null (no credentials section): then any template that needs one
+  // fails naming what is missing. Nothing is owned.
+  CredentialBroker(credentials::SecretStore* store, credentials::TokenMinter* minter,
+                   credentials::Redactor& redactor)
+      : store_(store), minter_(minter), redactor_(redactor) {}
+
+  // stdio: the upstream's `credentials.env`, for an instance of `owner`.
+  Result<std::map<std::string, std::string>> Environment(const policy::Policy& policy,
+                                                         const std::string& upstream,
+                                                         const CredentialOwner& owner);
+  // HTTP: `credentials.header`, for warden's own requests on an instance of `owner` (a token
+  // here has no actor and a read scope; it is reused until a minute before it expires).
+  Result<std::map<std::string, std::string>> InstanceHeaders(const policy::Policy& policy,
+                                                             const std::string& upstream,
+                                                             const CredentialOwner& owner);
+  // HTTP: `credentials.header` plus `read.header` or `write.header` by the call's access, for one
+  // call of `owner` to `tool`; tokens are minted for this call (actor: the agent).
+  Result<std::map<std::string, std::string>> CallHeaders(const policy::Policy& policy,
+                                                         const std::string& upstream,
+                                                         const CredentialOwner& owner,
+                                                         const std::string& tool, bool write);
+
+  // Adds every value the store holds to the redactor (again when another process changed the
+  // store since): a secret of any user is hidden from every agent. Cheap when nothing changed.
+  void Refresh();
+
+  const credentials::Redactor& redactor() const { return redactor_; }
+  credentials::TokenMinter* minter() const { return minter_; }
+  bool has_store() const { return store_ != nullptr; }
+
+  // An upstream whose credentials need nothing of the store: no work at call time.
+  static bool NeedsCallHeaders(const policy::Upstream& upstream);
+
+ private:
+  Result<std::map<std::string, std::string>> Render(
+      const policy::Policy& policy, const std::string& upstream,
+      const std::map<std::string, std::string>& templates, const CredentialOwner& owner,
+      const std::string& tool, bool write, bool header, bool cache_tokens);
+  Result<std::string> Secret(const std::string& name, const std::string& upstream,
+                             const CredentialOwner& owner);
+  Result<std::string> MintFor(const policy::Policy& policy, const std::string& target,
+                              const CredentialOwner& owner, const std::string& tool, bool write,
+                              bool cache);
+
+  credentials::SecretStore* store_;
+  credentials::TokenMinter* minter_;
+  credentials::Redactor& redactor_;
+
+  std::mutex mu_;
+  bool refreshed_ = false;
+  // Tokens for warden's own requests: by (upstream, tenant, user).
+  std::map<std::string, credentials::Token> instance_tokens_;
+};
+
+}  // namespace warden::gateway
