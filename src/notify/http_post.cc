@@ -31,7 +31,9 @@ using Request = http::request<http::string_body>;
 constexpr auto kTuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kHeaderLimit = 16 * 1024;  // of the reply; its body is never read
 
-PostReply Failed(std::string error) { return PostReply{PostReply::kFailed, 0, std::move(error)}; }
+PostReply Failed(std::string error) {
+  return PostReply{PostReply::kFailed, 0, std::move(error), ""};
+}
 
 // Sends SNI for a name and has the handshake check the name or address against the certificate
 // (the chain is checked against the context's store).
@@ -44,18 +46,33 @@ bool PrepareTls(SSL* ssl, const upstream::HttpUrl& url) {
   return SSL_set1_host(ssl, url.host.c_str()) == 1;
 }
 
-// Writes the request on a connected stream and reads the reply's header.
+// Writes the request on a connected stream and reads the reply's header, and its body when
+// `body_limit` is not zero.
 template <class Stream>
-asio::awaitable<PostReply> Talk(Stream& stream, const Request& req, const std::string& where) {
+asio::awaitable<PostReply> Talk(Stream& stream, const Request& req, const std::string& where,
+                                std::size_t body_limit) {
   auto [write_error, written] = co_await http::async_write(stream, req, kTuple);
   if (write_error) co_return Failed("sending to " + where + " failed: " + write_error.message());
   beast::flat_buffer buffer;
-  http::response_parser<http::buffer_body> parser;
+  if (body_limit == 0) {
+    http::response_parser<http::buffer_body> parser;
+    parser.header_limit(kHeaderLimit);
+    auto [read_error, read] = co_await http::async_read_header(stream, buffer, parser, kTuple);
+    if (read_error)
+      co_return Failed("reading the reply from " + where + " failed: " + read_error.message());
+    co_return PostReply{PostReply::kAnswered, parser.get().result_int(), "", ""};
+  }
+  http::response_parser<http::string_body> parser;
   parser.header_limit(kHeaderLimit);
-  auto [read_error, read] = co_await http::async_read_header(stream, buffer, parser, kTuple);
+  parser.body_limit(body_limit);
+  auto [read_error, read] = co_await http::async_read(stream, buffer, parser, kTuple);
+  if (read_error == http::error::body_limit)
+    co_return Failed("the reply from " + where + " is over " + std::to_string(body_limit) +
+                     " bytes");
   if (read_error)
     co_return Failed("reading the reply from " + where + " failed: " + read_error.message());
-  co_return PostReply{PostReply::kAnswered, parser.get().result_int(), ""};
+  co_return PostReply{PostReply::kAnswered, parser.get().result_int(), "",
+                      std::move(parser.get().body())};
 }
 
 }  // namespace
@@ -68,10 +85,10 @@ struct HttpPoster::Impl {
   bool cancelled = false;
   asio::io_context* running = nullptr;  // the Post in progress
 
-  asio::awaitable<PostReply> Exchange(Request req);
+  asio::awaitable<PostReply> Exchange(Request req, std::size_t body_limit);
 };
 
-asio::awaitable<PostReply> HttpPoster::Impl::Exchange(Request req) {
+asio::awaitable<PostReply> HttpPoster::Impl::Exchange(Request req, std::size_t body_limit) {
   auto executor = co_await asio::this_coro::executor;
   tcp::resolver resolver(executor);
   auto [resolve_error, endpoints] = co_await resolver.async_resolve(url.host, url.port, kTuple);
@@ -83,7 +100,7 @@ asio::awaitable<PostReply> HttpPoster::Impl::Exchange(Request req) {
     auto [connect_error, endpoint] = co_await stream.async_connect(endpoints, kTuple);
     if (connect_error)
       co_return Failed("cannot connect to " + where + ": " + connect_error.message());
-    co_return co_await Talk(stream, req, where);
+    co_return co_await Talk(stream, req, where, body_limit);
   }
   beast::ssl_stream<beast::tcp_stream> stream(executor, *tls);
   auto [connect_error, endpoint] = co_await stream.next_layer().async_connect(endpoints, kTuple);
@@ -98,7 +115,7 @@ asio::awaitable<PostReply> HttpPoster::Impl::Exchange(Request req) {
       why = std::string("certificate ") + X509_verify_cert_error_string(verify);
     co_return Failed("TLS with " + where + " failed: " + why);
   }
-  co_return co_await Talk(stream, req, where);
+  co_return co_await Talk(stream, req, where, body_limit);
 }
 
 HttpPoster::HttpPoster(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -126,11 +143,12 @@ Result<std::unique_ptr<HttpPoster>> HttpPoster::Create(upstream::HttpUrl url,
 }
 
 PostReply HttpPoster::Post(const std::vector<std::pair<std::string, std::string>>& headers,
-                           const std::string& body, std::chrono::milliseconds timeout) {
+                           const std::string& body, std::chrono::milliseconds timeout,
+                           const PostOptions& options) {
   Request req{http::verb::post, impl_->url.target, 11};
   req.set(http::field::host, impl_->url.host_header);
   req.set(http::field::user_agent, "warden-webhook/0.1");
-  req.set(http::field::content_type, "application/json");
+  req.set(http::field::content_type, options.content_type);
   for (const auto& [name, value] : headers) req.set(name, value);
   req.body() = body;
   req.keep_alive(false);
@@ -140,10 +158,10 @@ PostReply HttpPoster::Post(const std::vector<std::pair<std::string, std::string>
   asio::io_context ioc(1);
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    if (impl_->cancelled) return PostReply{PostReply::kCancelled, 0, ""};
+    if (impl_->cancelled) return PostReply{PostReply::kCancelled, 0, "", ""};
     impl_->running = &ioc;
   }
-  asio::co_spawn(ioc, impl_->Exchange(std::move(req)),
+  asio::co_spawn(ioc, impl_->Exchange(std::move(req), options.read_body_bytes),
                  [&reply](std::exception_ptr error, PostReply done) {
                    reply = error ? Failed("internal error") : std::move(done);
                  });
@@ -155,7 +173,7 @@ PostReply HttpPoster::Post(const std::vector<std::pair<std::string, std::string>
     cancelled = impl_->cancelled;
   }
   if (reply) return *reply;
-  if (cancelled) return PostReply{PostReply::kCancelled, 0, ""};
+  if (cancelled) return PostReply{PostReply::kCancelled, 0, "", ""};
   return Failed("no reply from " + impl_->url.host_header + " within " +
                 std::to_string(timeout.count()) + " ms");
 }

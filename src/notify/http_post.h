@@ -1,6 +1,7 @@
-// One HTTP(S) POST and its status line, bounded in time and cancellable from another thread: what
-// a webhook attempt needs, and nothing more (no redirects, no keep-alive, the reply's body unread).
-// Internal to src/notify; the only file here that includes Asio and Beast (slow to compile).
+// One HTTP(S) POST and its status line (and, when asked, a bounded reply body), bounded in time and
+// cancellable from another thread: what a webhook attempt and an OAuth token request need, and
+// nothing more (no redirects, no keep-alive). The only file here that includes Asio and Beast
+// (slow to compile). Used by src/notify's webhooks and the gateway's token exchange.
 #pragma once
 
 #include <chrono>
@@ -22,6 +23,14 @@ struct PostReply {
   } kind = kFailed;
   unsigned status = 0;
   std::string error;
+  std::string body;  // the reply's body, when PostOptions::read_body_bytes asked for it
+};
+
+struct PostOptions {
+  std::string content_type = "application/json";
+  // 0: the body is not read (a webhook needs the status alone). Else up to this many bytes are
+  // read; a longer body fails the exchange (kFailed, naming the bound).
+  std::size_t read_body_bytes = 0;
 };
 
 class HttpPoster {
@@ -33,10 +42,11 @@ class HttpPoster {
   HttpPoster(const HttpPoster&) = delete;
   HttpPoster& operator=(const HttpPoster&) = delete;
 
-  // POSTs `body` as application/json with `headers` (name, value) and waits for the reply's
+  // POSTs `body` as options.content_type with `headers` (name, value) and waits for the reply's
   // status line, at most `timeout` for the whole exchange. Not thread-safe (one caller at a time).
   PostReply Post(const std::vector<std::pair<std::string, std::string>>& headers,
-                 const std::string& body, std::chrono::milliseconds timeout);
+                 const std::string& body, std::chrono::milliseconds timeout,
+                 const PostOptions& options = {});
 
   // Thread-safe: ends a Post in progress at once, and makes every later one return kCancelled.
   void Cancel();

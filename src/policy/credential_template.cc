@@ -52,15 +52,16 @@ Status Reference(Template& t, std::string_view inner) {
     t.parts.push_back({TemplatePart::kSecret, std::string(name)});
     return Status::Ok();
   }
-  if (kind == "token") {
+  if (kind == "token" || kind == "exchange") {
     if (!ValidUpstreamName(name)) {
       return Status::Error("'{" + std::string(inner) + "}': name the upstream the token is for");
     }
-    t.parts.push_back({TemplatePart::kToken, std::string(name)});
+    t.parts.push_back(
+        {kind == "token" ? TemplatePart::kToken : TemplatePart::kExchange, std::string(name)});
     return Status::Ok();
   }
   return Status::Error("'{" + std::string(inner) + "}': unknown reference kind '" +
-                       std::string(kind) + "' (known: secret, token)");
+                       std::string(kind) + "' (known: secret, token, exchange)");
 }
 
 }  // namespace
@@ -80,11 +81,21 @@ bool Template::uses_secret() const {
                      [](const TemplatePart& p) { return p.kind == TemplatePart::kSecret; });
 }
 bool Template::uses_token() const {
+  return std::any_of(parts.begin(), parts.end(), [](const TemplatePart& p) {
+    return p.kind == TemplatePart::kToken || p.kind == TemplatePart::kExchange;
+  });
+}
+bool Template::uses_exchange() const {
   return std::any_of(parts.begin(), parts.end(),
-                     [](const TemplatePart& p) { return p.kind == TemplatePart::kToken; });
+                     [](const TemplatePart& p) { return p.kind == TemplatePart::kExchange; });
 }
 std::vector<std::string> Template::secrets() const { return Names(*this, TemplatePart::kSecret); }
-std::vector<std::string> Template::tokens() const { return Names(*this, TemplatePart::kToken); }
+std::vector<std::string> Template::tokens() const {
+  std::vector<std::string> out = Names(*this, TemplatePart::kToken);
+  for (std::string& name : Names(*this, TemplatePart::kExchange))
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(std::move(name));
+  return out;
+}
 
 Result<Template> ParseTemplate(std::string_view text) {
   Template t;

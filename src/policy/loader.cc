@@ -131,6 +131,7 @@ class Loader {
   Result<std::vector<Risk>> Risks(const YAML::Node& node, const std::string& path) const;
   Status CredentialsSection(const YAML::Node& node);
   Result<KeySourceSpec> KeySource(const YAML::Node& node, const std::string& path);
+  Status TokenExchangeEntry(const YAML::Node& node);
   Status CredentialMap(const YAML::Node& node, const std::string& path, bool env,
                        std::map<std::string, std::string>* out, UpstreamCredentials* creds);
   Status UpstreamCredentialsEntry(const std::string& name, const YAML::Node& node,
@@ -879,7 +880,7 @@ Status Loader::CredentialsSection(const YAML::Node& node) {
   c.set = true;
   bool have_key = false;
   WARDEN_RETURN_IF_ERROR(r_.Fields(
-      node, "credentials", {"master_key", "previous_keys", "tokens"},
+      node, "credentials", {"master_key", "previous_keys", "tokens", "token_exchange"},
       [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
         const std::string path = "credentials." + key;
         if (key == "master_key") {
@@ -896,6 +897,8 @@ Status Loader::CredentialsSection(const YAML::Node& node) {
             if (!source) return source.status();
             c.previous_keys.push_back(std::move(*source));
           }
+        } else if (key == "token_exchange") {
+          return TokenExchangeEntry(value);
         } else {
           return r_.Fields(
               value, path, {"issuer", "lifetime"},
@@ -930,6 +933,65 @@ Status Loader::CredentialsSection(const YAML::Node& node) {
                     "missing 'master_key': expected {env: VAR} or {file: PATH} naming where the "
                     "key is (never the key itself)");
   }
+  return Status::Ok();
+}
+
+// credentials.token_exchange: { endpoint, client_id, client_secret: "secret:NAME", ca_file,
+// subject: minted | "secret:NAME", timeout }.
+Status Loader::TokenExchangeEntry(const YAML::Node& node) {
+  const std::string path = "credentials.token_exchange";
+  TokenExchange x;
+  WARDEN_RETURN_IF_ERROR(r_.Fields(
+      node, path, {"endpoint", "client_id", "client_secret", "ca_file", "subject", "timeout"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        const std::string kpath = path + "." + key;
+        auto text = r_.NonEmptyString(value, kpath);
+        if (!text) return text.status();
+        if (key == "endpoint") {
+          if (!IsWebhookUrl(*text)) {
+            return r_.Error(
+                value, kpath,
+                "expected the token endpoint's http:// or https:// URL, got '" + *text + "'");
+          }
+          x.endpoint = *text;
+        } else if (key == "client_id") {
+          x.client_id = *text;
+        } else if (key == "client_secret") {
+          // Never echoed: it may be the secret itself, written here by mistake.
+          if (!text->starts_with("secret:") || !ValidSecretName(text->substr(7))) {
+            return r_.Error(value, kpath,
+                            "expected secret:NAME (the client secret lives in the secret store, "
+                            "never in the policy)");
+          }
+          x.client_secret = *text;
+        } else if (key == "ca_file") {
+          x.ca_file = *text;
+        } else if (key == "subject") {
+          if (*text != "minted" &&
+              (!text->starts_with("secret:") || !ValidSecretName(text->substr(7)))) {
+            return r_.Error(value, kpath,
+                            "expected minted (a token warden signs for the user) or secret:NAME "
+                            "(the user's own token in the store)");
+          }
+          x.subject = *text;
+        } else {
+          auto ms = sandbox::ParseDuration(*text);
+          if (!ms) return r_.Error(value, kpath, ms.status().message());
+          if (*ms < 100 || *ms > 60000)
+            return r_.Error(value, kpath, "expected a duration from 100ms to 1m");
+          x.timeout_ms = *ms;
+        }
+        return Status::Ok();
+      }));
+  for (const auto& [field, value] :
+       {std::pair<const char*, const std::string*>{"endpoint", &x.endpoint},
+        {"client_id", &x.client_id}}) {
+    if (value->empty()) return r_.Error(node, path, std::string("missing '") + field + "'");
+  }
+  if (!x.ca_file.empty() && !x.endpoint.starts_with("https://")) {
+    return r_.Error(node, path + ".ca_file", "a CA file only applies to an https:// endpoint");
+  }
+  policy_.credentials.token_exchange = std::move(x);
   return Status::Ok();
 }
 
@@ -997,6 +1059,11 @@ Status Loader::CredentialMap(const YAML::Node& node, const std::string& path, bo
           return r_.Error(ref, vpath,
                           "names a secret, but the policy has no 'credentials' section: add "
                           "credentials: { master_key: { env: VAR } } (the secret store's key)");
+        }
+        if (t->uses_exchange() && !policy_.credentials.token_exchange) {
+          return r_.Error(ref, vpath,
+                          "names {exchange:...}, but the policy has no "
+                          "credentials.token_exchange (the identity provider's token endpoint)");
         }
         if (t->uses_token() && !policy_.credentials.set) {
           return r_.Error(ref, vpath,

@@ -222,12 +222,27 @@ struct KeySourceSpec {
   std::string env, file;
 };
 
+// credentials.token_exchange (RFC 8693): the identity provider's token endpoint that turns the
+// user's token (the subject) and the agent's (the actor) into one for an upstream,
+// {exchange:UPSTREAM} in a template.
+struct TokenExchange {
+  std::string endpoint;       // http(s)://host[:port]/path
+  std::string client_id;      // warden's client at the provider
+  std::string client_secret;  // "secret:NAME": the store's (HTTP Basic, RFC 6749 2.3.1)
+  std::string ca_file;        // https: CA certificates to trust (PEM); "": the system's
+  // The subject token: "minted" (a token warden signs for the user, which the provider trusts
+  // through warden's JWKS) or "secret:NAME" (the user's own token, kept in the store).
+  std::string subject = "minted";
+  uint64_t timeout_ms = 10000;
+};
+
 struct CredentialsSection {
   bool set = false;  // the policy has a credentials section
   KeySourceSpec master_key;
   std::vector<KeySourceSpec> previous_keys;  // still decrypt; never encrypt
   std::string token_issuer = "warden";       // credentials.tokens.issuer
   uint64_t token_lifetime_ms = 300000;       // credentials.tokens.lifetime (default 5m, max 1h)
+  std::optional<TokenExchange> token_exchange;
 };
 
 struct Approvals {

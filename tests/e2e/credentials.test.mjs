@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { createPublicKey, randomBytes, verify } from 'node:crypto';
+import { createServer } from 'node:http';
 import { readFileSync, writeFileSync, chmodSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -27,8 +28,14 @@ const secrets = {
   writeKey: `write-key-${randomBytes(8).toString('hex')}`,
   aliceToken: `alice-svc-${randomBytes(8).toString('hex')}`,
   bobToken: `bob-svc-${randomBytes(8).toString('hex')}`,
+  idpClient: `idp-client-${randomBytes(8).toString('hex')}`,
 };
 let tmp, db, policyFile, keyFile, upstreamLog, upstream, upstreamUrl, warden;
+// The identity provider's token endpoint (RFC 8693), started by the test on loopback: it records
+// each exchange's form and answers with an opaque token, or with invalid_grant for user bob.
+let idp, idpUrl;
+const exchanges = [];
+let issued = 0;
 
 function policy() {
   return `version: 1
@@ -46,6 +53,10 @@ identity:
 credentials:
   master_key: { file: ${keyFile} }
   tokens: { issuer: warden-e2e, lifetime: 2m }
+  token_exchange:
+    endpoint: ${idpUrl}
+    client_id: warden-e2e
+    client_secret: "secret:idp_client"
 upstreams:
   h:
     url: ${upstreamUrl}
@@ -53,6 +64,11 @@ upstreams:
       header: { Authorization: "Bearer {token:h}", X-Api-Key: "secret:api_key" }
       read: { header: { X-Scope-Key: "secret:read_key" } }
       write: { header: { X-Scope-Key: "secret:write_key" } }
+  x:
+    url: ${upstreamUrl}
+    credentials:
+      header: { Authorization: "Bearer {exchange:x}" }
+      audience: https://x.example
   s:
     command: ["${NODE}", "${SERVER}", "--stdio"]
     credentials: { env: { SERVICE_TOKEN: "secret:service_token" } }
@@ -64,6 +80,12 @@ tools:
     risk: low
     access: read
   - match: { tool: h__write_note }
+    risk: low
+    access: write
+  - match: { tool: x__whoami }
+    risk: low
+    access: read
+  - match: { tool: x__write_note }
     risk: low
     access: write
   - match: { server: s }
@@ -129,6 +151,25 @@ before(async () => {
     upstream.on('exit', (c) => reject(new Error(`upstream exited ${c}`)));
   });
   upstreamUrl = `http://127.0.0.1:${port}/mcp`;
+  idp = createServer(async (req, res) => {
+    let body = '';
+    for await (const chunk of req) body += chunk;
+    const form = Object.fromEntries(new URLSearchParams(body));
+    exchanges.push({ form, authorization: req.headers.authorization, type: req.headers['content-type'] });
+    const subject = JSON.parse(Buffer.from(form.subject_token.split('.')[1], 'base64url'));
+    if (subject.sub === 'bob') {
+      res.writeHead(400, { 'Content-Type': 'application/json' })
+        .end(JSON.stringify({ error: 'invalid_grant', error_description: 'bob may not use x' }));
+      return;
+    }
+    issued += 1;
+    res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({
+      access_token: `xchg-${issued}-${randomBytes(8).toString('hex')}`, issued_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+      token_type: 'Bearer', expires_in: 300,
+    }));
+  });
+  await new Promise((r) => idp.listen(0, '127.0.0.1', r));
+  idpUrl = `http://127.0.0.1:${idp.address().port}/token`;
   policyFile = writeFile(tmp.dir, 'policy.yaml', policy());
   setSecret('api_key', secrets.aliceApi, ['--tenant', 'acme', '--user', 'alice']);
   setSecret('api_key', secrets.bobApi, ['--tenant', 'acme', '--user', 'bob']);
@@ -136,12 +177,14 @@ before(async () => {
   setSecret('write_key', secrets.writeKey, ['--tenant', 'acme']);
   setSecret('service_token', secrets.aliceToken, ['--tenant', 'acme', '--user', 'alice']);
   setSecret('service_token', secrets.bobToken, ['--tenant', 'acme', '--user', 'bob']);
+  setSecret('idp_client', secrets.idpClient, ['--tenant', 'acme']);
   warden = await startServe(['--config', policyFile, '--audit-db', db]);
 });
 
 after(async () => {
   await warden?.stop();
   upstream?.kill();
+  idp?.close();
   tmp?.cleanup();
 });
 
@@ -150,7 +193,7 @@ test('secrets list shows names and scopes, never values', () => {
   assert.equal(r.status, 0, r.stderr);
   const list = JSON.parse(r.stdout);
   assert.deepEqual(list.map((s) => `${s.name}/${s.user}`).sort(),
-    ['api_key/alice', 'api_key/bob', 'read_key/', 'service_token/alice', 'service_token/bob', 'write_key/']);
+    ['api_key/alice', 'api_key/bob', 'idp_client/', 'read_key/', 'service_token/alice', 'service_token/bob', 'write_key/']);
   assertNoSecret(r.stdout, 'secrets list');
   // A name that no policy user has is refused before anything is stored.
   const typo = secretsCli(['set', 'api_key', '--tenant', 'acme', '--user', 'alcie'], 'x-value-123\n');
@@ -288,6 +331,48 @@ test('a wrong master key refuses to start, saying so', async () => {
   // A key file others can read is refused too.
   chmodSync(other, 0o644);
   await assert.rejects(startServe(['--config', file, '--audit-db', db]), /mode|readable/);
+});
+
+test('token exchange: the user as subject, the agent as actor, a cached downscoped token for the upstream', async () => {
+  const { client } = await connect('alice');
+  // Exchanges for a call carry an actor; warden's own requests (listing) exchange without one.
+  const forCalls = () => exchanges.filter((e) => e.form.actor_token);
+  const before = forCalls().length;
+  const r = await client.callTool({ name: 'x__whoami', arguments: {} });
+  assertNoSecret(resultText(r), 'the exchanged call');
+  assert.doesNotMatch(resultText(r), /xchg-/, 'the exchanged token is redacted');
+  const x = forCalls()[before];
+  assert.ok(x, 'the token endpoint was asked');
+  assert.equal(x.type, 'application/x-www-form-urlencoded');
+  assert.equal(x.form.grant_type, 'urn:ietf:params:oauth:grant-type:token-exchange');
+  assert.equal(x.form.audience, 'https://x.example');
+  assert.equal(x.form.scope, 'read');
+  assert.equal(x.authorization, `Basic ${Buffer.from(`warden-e2e:${secrets.idpClient}`).toString('base64')}`);
+  const subject = await verifiedClaims(x.form.subject_token);
+  assert.equal(subject.sub, 'alice');
+  assert.equal(subject.aud, idpUrl);
+  assert.equal(x.form.actor_token_type, 'urn:ietf:params:oauth:token-type:jwt');
+  assert.equal((await verifiedClaims(x.form.actor_token)).sub, 'alice-bot');
+  // The agent's own credential never leaves warden: not to the provider, not to the upstream.
+  assert.ok(!JSON.stringify(exchanges).includes(keys.alice.key));
+  assert.ok(!readFileSync(upstreamLog, 'utf8').includes(keys.alice.key));
+  const got = logLines().reverse().find((l) => l.tool === 'whoami');
+  assert.match(got.authorization, /^Bearer xchg-\d+-/);
+
+  // The same user, agent and scope: the cached token, no second exchange; a write: a new one.
+  await client.callTool({ name: 'x__whoami', arguments: {} });
+  assert.equal(forCalls().length, before + 1);
+  await client.callTool({ name: 'x__write_note', arguments: {} });
+  assert.equal(forCalls().length, before + 2);
+  assert.equal(forCalls()[before + 1].form.scope, 'read write');
+  await client.close();
+
+  // A refusal by the provider fails that call, saying why.
+  const bob = await connect('bob');
+  const refused = await bob.client.callTool({ name: 'x__whoami', arguments: {} });
+  assert.equal(refused.isError, true);
+  assert.match(resultText(refused), /the token endpoint refused the exchange: HTTP 400: invalid_grant \(bob may not use x\)/);
+  await bob.client.close();
 });
 
 test('the JWKS is printable offline, and a new signing key keeps the old one published', async () => {

@@ -168,6 +168,39 @@ TEST(PolicyCredentialsTest, MistakesAreRefusedWhereWritten) {
                            "upstreams.h.credentials.read: unknown key 'env'");
 }
 
+TEST(PolicyCredentialsTest, TokenExchangeLoadsAndItsMistakesAreRefused) {
+  Policy p = MustLoad(kHead +
+                      "  token_exchange:\n"
+                      "    endpoint: https://idp.example/token\n"
+                      "    client_id: warden\n"
+                      "    client_secret: \"secret:idp_client\"\n"
+                      "    subject: \"secret:user_token\"\n"
+                      "    timeout: 5s\n"
+                      "upstreams:\n  x:\n    url: http://127.0.0.1:1/mcp\n"
+                      "    credentials: { header: { Authorization: \"Bearer {exchange:x}\" } }\n");
+  ASSERT_TRUE(p.credentials.token_exchange.has_value());
+  EXPECT_EQ(p.credentials.token_exchange->endpoint, "https://idp.example/token");
+  EXPECT_EQ(p.credentials.token_exchange->subject, "secret:user_token");
+  EXPECT_EQ(p.credentials.token_exchange->timeout_ms, 5000u);
+  EXPECT_TRUE(p.upstreams.at("x").credentials.uses_tokens);
+
+  EXPECT_CREDENTIALS_ERROR(
+      kHead +
+          "upstreams:\n  x:\n    url: http://127.0.0.1:1/mcp\n"
+          "    credentials: { header: { A: \"{exchange:x}\" } }\n",
+      "names {exchange:...}, but the policy has no credentials.token_exchange");
+  const std::string x = kHead + "  token_exchange:\n    endpoint: https://idp.example/token\n";
+  EXPECT_CREDENTIALS_ERROR(x, "credentials.token_exchange: missing 'client_id'");
+  const std::string literal =
+      CredentialsLoadError(x + "    client_id: w\n    client_secret: s3cr3t-literal\n");
+  EXPECT_NE(literal.find("expected secret:NAME"), std::string::npos) << literal;
+  EXPECT_EQ(literal.find("s3cr3t-literal"), std::string::npos) << literal;
+  EXPECT_CREDENTIALS_ERROR(x + "    client_id: w\n    subject: jwt\n",
+                           "expected minted (a token warden signs for the user) or secret:NAME");
+  EXPECT_CREDENTIALS_ERROR(kHead + "  token_exchange:\n    endpoint: ftp://x\n    client_id: w\n",
+                           "expected the token endpoint's http:// or https:// URL");
+}
+
 TEST(PolicyCredentialsTest, ALiteralValueIsNeverEchoedInErrors) {
   // A header value written in the file (a mistake, but it happens) stays out of the message.
   const std::string error =

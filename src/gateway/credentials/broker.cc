@@ -1,6 +1,10 @@
 #include "gateway/credentials/broker.h"
 
+#include <nlohmann/json.hpp>
+
+#include "common/base64.h"
 #include "policy/credential_template.h"
+#include "upstream/http_url.h"
 
 namespace warden::gateway {
 
@@ -28,6 +32,30 @@ std::string AudienceOf(const policy::Policy& policy, const std::string& target) 
   if (!it->second.url.empty()) return it->second.url;
   return target;
 }
+
+// application/x-www-form-urlencoded (RFC 6749 appendix B): unreserved characters as they are,
+// everything else %XX.
+std::string FormEncode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    }
+  }
+  return out;
+}
+
+constexpr const char* kJwtType = "urn:ietf:params:oauth:token-type:jwt";
+constexpr const char* kAccessTokenType = "urn:ietf:params:oauth:token-type:access_token";
+// Exchanged tokens kept at once; past it the expired ones go, then all (a bound, not a cache
+// policy).
+constexpr size_t kMaxExchanged = 10000;
 
 }  // namespace
 
@@ -123,6 +151,146 @@ Result<std::string> CredentialBroker::MintFor(const policy::Policy& policy,
   return token->jwt;
 }
 
+Result<std::string> CredentialBroker::ExchangeFor(const policy::Policy& policy,
+                                                  const std::string& target,
+                                                  const CredentialOwner& owner, bool write) {
+  if (!policy.credentials.token_exchange) {
+    return Status::Error("{exchange:" + target + "} needs credentials.token_exchange");
+  }
+  const policy::TokenExchange& x = *policy.credentials.token_exchange;
+  const std::string audience = AudienceOf(policy, target);
+  const std::string scope = write ? "read write" : "read";
+  const std::string key = x.endpoint + '\n' + owner.tenant + '\n' + owner.user + '\n' +
+                          owner.agent + '\n' + audience + '\n' + scope;
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(mu_);
+    auto it = exchanged_.find(key);
+    if (it != exchanged_.end() && it->second.expires - now > std::chrono::seconds(30))
+      return it->second.token;
+  }
+  // The subject: the user, as a token warden signs for the provider, or the user's own token.
+  std::string subject, subject_type;
+  if (x.subject == "minted") {
+    if (!minter_) return Status::Error("{exchange:" + target + "} needs warden's signing keys");
+    credentials::TokenRequest user;
+    user.issuer = policy.credentials.token_issuer;
+    user.tenant = owner.tenant;
+    user.user = owner.user.empty() ? "local" : owner.user;
+    user.audience = x.endpoint;
+    user.write = write;
+    user.lifetime = std::chrono::seconds(60);
+    auto minted = minter_->Mint(user);
+    if (!minted) return minted.status().Wrap("the subject token");
+    subject = std::move(minted->jwt);
+    subject_type = kJwtType;
+  } else {
+    auto own = Secret(x.subject.substr(7), target, owner);
+    if (!own) return own.status().Wrap("the subject token");
+    subject = std::move(*own);
+    subject_type = kAccessTokenType;
+  }
+  std::string form = "grant_type=" + FormEncode("urn:ietf:params:oauth:grant-type:token-exchange") +
+                     "&subject_token=" + FormEncode(subject) +
+                     "&subject_token_type=" + FormEncode(subject_type) +
+                     "&requested_token_type=" + FormEncode(kAccessTokenType) +
+                     "&audience=" + FormEncode(audience) + "&scope=" + FormEncode(scope);
+  if (!owner.agent.empty()) {
+    // The actor: the agent, in a token of warden's whose subject it is (RFC 8693 2.1).
+    if (!minter_) return Status::Error("{exchange:" + target + "} needs warden's signing keys");
+    credentials::TokenRequest actor;
+    actor.issuer = policy.credentials.token_issuer;
+    actor.tenant = owner.tenant;
+    actor.user = owner.agent;
+    actor.audience = x.endpoint;
+    actor.lifetime = std::chrono::seconds(60);
+    auto actor_token = minter_->Mint(actor);
+    if (!actor_token) return actor_token.status().Wrap("the actor token");
+    form += "&actor_token=" + FormEncode(actor_token->jwt) +
+            "&actor_token_type=" + FormEncode(kJwtType);
+  }
+  std::string authorization;
+  if (!x.client_secret.empty()) {
+    auto secret = Secret(x.client_secret.substr(7), target, owner);
+    if (!secret) return secret.status().Wrap("the token endpoint's client secret");
+    // RFC 6749 2.3.1: both parts form-encoded, then HTTP Basic.
+    std::string encoded =
+        Base64NoPad(FormEncode(x.client_id) + ":" + FormEncode(*secret), kBase64Alphabet);
+    while (encoded.size() % 4) encoded += '=';
+    authorization = "Basic " + encoded;
+  } else {
+    form += "&client_id=" + FormEncode(x.client_id);
+  }
+  int64_t expires_in = 0;
+  auto token = PostExchange(x, form, authorization, &expires_in);
+  if (!token) return token.status();
+  redactor_.Add("exchanged_token", *token);
+  if (expires_in > 0) {
+    std::lock_guard lock(mu_);
+    if (exchanged_.size() >= kMaxExchanged) {
+      for (auto it = exchanged_.begin(); it != exchanged_.end();) {
+        if (it->second.expires <= now) {
+          redactor_.Remove(it->second.token);
+          it = exchanged_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      if (exchanged_.size() >= kMaxExchanged) exchanged_.clear();
+    }
+    exchanged_[key] = {*token, now + std::chrono::seconds(expires_in)};
+  }
+  return token;
+}
+
+Result<std::string> CredentialBroker::PostExchange(const policy::TokenExchange& x,
+                                                   const std::string& form,
+                                                   const std::string& authorization,
+                                                   int64_t* expires_in) {
+  std::lock_guard lock(exchange_mu_);
+  if (!poster_ || poster_endpoint_ != x.endpoint) {
+    auto url = upstream::ParseHttpUrl(x.endpoint);
+    if (!url) return url.status().Wrap("credentials.token_exchange.endpoint");
+    auto poster = notify::HttpPoster::Create(*url, x.ca_file);
+    if (!poster) return poster.status().Wrap("the token endpoint");
+    poster_ = std::move(*poster);
+    poster_endpoint_ = x.endpoint;
+  }
+  std::vector<std::pair<std::string, std::string>> headers = {{"Accept", "application/json"}};
+  if (!authorization.empty()) headers.emplace_back("Authorization", authorization);
+  notify::PostOptions options;
+  options.content_type = "application/x-www-form-urlencoded";
+  options.read_body_bytes = 64 * 1024;
+  notify::PostReply reply =
+      poster_->Post(headers, form, std::chrono::milliseconds(x.timeout_ms), options);
+  if (reply.kind != notify::PostReply::kAnswered) {
+    return Status::Error("token exchange at " + x.endpoint + " failed: " +
+                         (reply.error.empty() ? std::string("cancelled") : reply.error));
+  }
+  const nlohmann::json body = nlohmann::json::parse(reply.body, nullptr, false);
+  if (reply.status != 200) {
+    // RFC 6749 5.2: {error, error_description}; whatever else the provider says stays out.
+    std::string why = "HTTP " + std::to_string(reply.status);
+    if (body.is_object() && body.contains("error") && body["error"].is_string()) {
+      why += ": " + body["error"].get<std::string>();
+      if (body.contains("error_description") && body["error_description"].is_string())
+        why += " (" + body["error_description"].get<std::string>().substr(0, 200) + ")";
+    }
+    return Status::Error("the token endpoint refused the exchange: " + why);
+  }
+  if (!body.is_object() || !body.contains("access_token") || !body["access_token"].is_string() ||
+      body["access_token"].get_ref<const std::string&>().empty()) {
+    return Status::Error("the token endpoint's answer has no access_token (RFC 8693 2.2.1)");
+  }
+  std::string token = body["access_token"].get<std::string>();
+  if (token.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
+    return Status::Error("the token endpoint's access_token holds a line break");
+  *expires_in = 0;
+  if (body.contains("expires_in") && body["expires_in"].is_number_integer())
+    *expires_in = std::min<int64_t>(body["expires_in"].get<int64_t>(), 24 * 3600);
+  return token;
+}
+
 Result<std::map<std::string, std::string>> CredentialBroker::Render(
     const policy::Policy& policy, const std::string& upstream,
     const std::map<std::string, std::string>& templates, const CredentialOwner& owner,
@@ -134,6 +302,8 @@ Result<std::map<std::string, std::string>> CredentialBroker::Render(
     auto value =
         policy::Render(*parsed, [&](const policy::TemplatePart& part) -> Result<std::string> {
           if (part.kind == policy::TemplatePart::kSecret) return Secret(part.text, upstream, owner);
+          if (part.kind == policy::TemplatePart::kExchange)
+            return ExchangeFor(policy, part.text, owner, write);
           return MintFor(policy, part.text, owner, tool, write, cache_tokens);
         });
     const std::string where = (header ? "header " : "variable ") + name;

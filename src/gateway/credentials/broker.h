@@ -19,6 +19,7 @@
 #include "credentials/secret_store.h"
 #include "credentials/tokens.h"
 #include "mcp/jsonrpc.h"
+#include "notify/http_post.h"
 #include "policy/model.h"
 
 namespace warden::gateway {
@@ -85,6 +86,12 @@ class CredentialBroker {
   Result<std::string> MintFor(const policy::Policy& policy, const std::string& target,
                               const CredentialOwner& owner, const std::string& tool, bool write,
                               bool cache);
+  // {exchange:TARGET}: RFC 8693 at credentials.token_exchange's endpoint, the user's token as
+  // subject and a token naming the agent as actor; cached until 30 s before it expires.
+  Result<std::string> ExchangeFor(const policy::Policy& policy, const std::string& target,
+                                  const CredentialOwner& owner, bool write);
+  Result<std::string> PostExchange(const policy::TokenExchange& x, const std::string& form,
+                                   const std::string& authorization, int64_t* expires_in);
 
   credentials::SecretStore* store_;
   credentials::TokenMinter* minter_;
@@ -94,6 +101,17 @@ class CredentialBroker {
   bool refreshed_ = false;
   // Tokens for warden's own requests: by (upstream, tenant, user).
   std::map<std::string, credentials::Token> instance_tokens_;
+  // Exchanged tokens: by (endpoint, tenant, user, agent, audience, scope), with their expiry.
+  struct Exchanged {
+    std::string token;
+    std::chrono::steady_clock::time_point expires;
+  };
+  std::map<std::string, Exchanged> exchanged_;
+  // One POST at a time to the token endpoint (HttpPoster is not thread-safe); a cache hit never
+  // waits for it.
+  std::mutex exchange_mu_;
+  std::string poster_endpoint_;
+  std::unique_ptr<notify::HttpPoster> poster_;
 };
 
 }  // namespace warden::gateway
