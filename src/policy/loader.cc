@@ -1104,7 +1104,10 @@ Status Loader::UpstreamCredentialsEntry(const std::string& name, const YAML::Nod
 
 Status Loader::CheckTokenTargets(const YAML::Node& node) {
   if (!node.IsMap()) return Status::Ok();
-  for (const auto& [name, up] : policy_.upstreams) {
+  for (const auto& entry : policy_.upstreams) {
+    // Named copies: a lambda may not capture structured bindings (clang before 16).
+    const std::string& name = entry.first;
+    const Upstream& up = entry.second;
     auto check = [&](const std::map<std::string, std::string>& m,
                      const std::string& where) -> Status {
       for (const auto& [header, text] : m) {
