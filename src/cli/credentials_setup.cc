@@ -67,10 +67,7 @@ Result<std::vector<credentials::TokenMinter::KeyEntry>> SigningKeyEntries(
   return entries;
 }
 
-Result<std::unique_ptr<credentials::TokenMinter>> OpenTokenMinter(credentials::SecretStore& store,
-                                                                  const policy::Policy& policy) {
-  const auto lifetime = std::chrono::duration_cast<std::chrono::seconds>(
-      std::chrono::milliseconds(policy.credentials.token_lifetime_ms));
+Result<std::unique_ptr<credentials::TokenMinter>> OpenTokenMinter(credentials::SecretStore& store) {
   auto entries = SigningKeyEntries(store);
   if (!entries) return entries.status();
   bool current = false;
@@ -85,9 +82,8 @@ Result<std::unique_ptr<credentials::TokenMinter>> OpenTokenMinter(credentials::S
   // A retired key is kept (and published) until every token it signed has expired; the longest
   // lifetime a token can have is an hour (the loader's bound).
   (void)store.PruneSigningKeys(NowMs() - 3600 * 1000);
-  return credentials::TokenMinter::Create(std::move(*entries), std::chrono::seconds(3600) > lifetime
-                                                                   ? std::chrono::seconds(3600)
-                                                                   : lifetime);
+  // Every token's lifetime is at most an hour (the loader's bound): the minter's own bound.
+  return credentials::TokenMinter::Create(std::move(*entries), std::chrono::seconds(3600));
 }
 
 bool SameKeys(const policy::CredentialsSection& a, const policy::CredentialsSection& b) {

@@ -28,8 +28,7 @@ Result<std::unique_ptr<credentials::SecretStore>> OpenSecretStore(const policy::
 
 // The minter over the store's signing keys; makes and stores the first key when there is none,
 // and drops keys retired longer ago than any token they signed can live.
-Result<std::unique_ptr<credentials::TokenMinter>> OpenTokenMinter(credentials::SecretStore& store,
-                                                                  const policy::Policy& policy);
+Result<std::unique_ptr<credentials::TokenMinter>> OpenTokenMinter(credentials::SecretStore& store);
 
 // The store's signing keys as the minter takes them.
 Result<std::vector<credentials::TokenMinter::KeyEntry>> SigningKeyEntries(

@@ -253,7 +253,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, ident
     auto store = OpenSecretStore(**policy, audit_options.path, true);
     if (!store) return store.status();
     g->secrets_ = std::move(*store);
-    auto minter = OpenTokenMinter(*g->secrets_, **policy);
+    auto minter = OpenTokenMinter(*g->secrets_);
     if (!minter) return minter.status().Wrap("token signing keys");
     g->minter_ = std::move(*minter);
   }

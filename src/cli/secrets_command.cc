@@ -119,6 +119,25 @@ Result<std::string> ReadValue(std::istream& in, std::ostream& err, bool from_ter
   return value;
 }
 
+// Records an operator's change as an admin audit entry (never a value); on failure says so on
+// `err` and returns kExitUnaudited, else 0.
+int Audited(std::ostream& err, const std::string& command, const std::string& db,
+            const std::string& what, const std::string& tenant, const std::string& rule,
+            nlohmann::json arguments) {
+  state::AdminAction action;
+  action.who = state::OperatorName();
+  action.action = what;
+  action.tenant = tenant;
+  action.rule = rule;
+  action.arguments = std::move(arguments);
+  if (Status s = state::RecordAdminAction(db, action); !s.ok()) {
+    err << "warden secrets " << command
+        << ": done, but the audit entry could not be written: " << s.message() << "\n";
+    return kExitUnaudited;
+  }
+  return 0;
+}
+
 }  // namespace
 
 SecretsCommand::SecretsCommand(CLI::App& app, std::istream& in, std::ostream& out,
@@ -188,18 +207,8 @@ int SecretsCommand::Set() {
   if (Status s = (*store)->Set(*scope, name_, *value); !s.ok()) return fail(s);
   std::fill(value->begin(), value->end(), '\0');
   out_ << "secret " << name_ << " set (" << Describe(*scope) << ")\n";
-  state::AdminAction action;
-  action.who = state::OperatorName();
-  action.action = "secret_set";
-  action.tenant = scope->tenant;
-  action.rule = "secret." + name_;
-  action.arguments = {{"name", name_}, {"user", scope->user}, {"upstream", scope->upstream}};
-  if (Status s = state::RecordAdminAction(target->db, action); !s.ok()) {
-    err_ << "warden secrets set: the secret is set, but the audit entry could not be written: "
-         << s.message() << "\n";
-    return kExitUnaudited;
-  }
-  return 0;
+  return Audited(err_, "set", target->db, "secret_set", scope->tenant, "secret." + name_,
+                 {{"name", name_}, {"user", scope->user}, {"upstream", scope->upstream}});
 }
 
 int SecretsCommand::List() {
@@ -257,18 +266,8 @@ int SecretsCommand::Remove() {
     return kExitMissing;
   }
   out_ << "secret " << name_ << " removed (" << Describe(*scope) << ")\n";
-  state::AdminAction action;
-  action.who = state::OperatorName();
-  action.action = "secret_rm";
-  action.tenant = scope->tenant;
-  action.rule = "secret." + name_;
-  action.arguments = {{"name", name_}, {"user", scope->user}, {"upstream", scope->upstream}};
-  if (Status s = state::RecordAdminAction(target->db, action); !s.ok()) {
-    err_ << "warden secrets rm: removed, but the audit entry could not be written: " << s.message()
-         << "\n";
-    return kExitUnaudited;
-  }
-  return 0;
+  return Audited(err_, "rm", target->db, "secret_rm", scope->tenant, "secret." + name_,
+                 {{"name", name_}, {"user", scope->user}, {"upstream", scope->upstream}});
 }
 
 int SecretsCommand::Rotate() {
@@ -297,17 +296,7 @@ int SecretsCommand::Rotate() {
          << " (the previous one stays published until its tokens expire)\n";
     details["signing_key"] = key->kid();
   }
-  state::AdminAction action;
-  action.who = state::OperatorName();
-  action.action = "secrets_rotate";
-  action.rule = "secret_store";
-  action.arguments = details;
-  if (Status s = state::RecordAdminAction(target->db, action); !s.ok()) {
-    err_ << "warden secrets rotate: done, but the audit entry could not be written: " << s.message()
-         << "\n";
-    return kExitUnaudited;
-  }
-  return 0;
+  return Audited(err_, "rotate", target->db, "secrets_rotate", "", "secret_store", details);
 }
 
 int SecretsCommand::Jwks() {
@@ -322,8 +311,9 @@ int SecretsCommand::Jwks() {
   auto entries = SigningKeyEntries(**store);
   if (!entries) return fail(entries.status());
   if (entries->empty()) {
-    return fail(Status::Error("no signing key yet: `warden serve` or `warden mcp` with this "
-                              "policy makes one at its first start"));
+    return fail(
+        Status::Error("no signing key yet: `warden serve` or `warden mcp` with this "
+                      "policy makes one at its first start"));
   }
   auto minter = credentials::TokenMinter::Create(std::move(*entries), std::chrono::seconds(3600));
   if (!minter) return fail(minter.status());

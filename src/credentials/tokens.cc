@@ -241,8 +241,7 @@ Result<std::shared_ptr<SigningKey::Impl>> MakeImpl(EVP_PKEY* pkey) {
 
 }  // namespace
 
-Result<SigningKey> SigningKey::Generate() {
-  auto impl = MakeImpl(EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"));
+Result<SigningKey> SigningKey::FromImpl(Result<std::shared_ptr<Impl>> impl) {
   if (!impl) return impl.status();
   auto kid = KidOf((*impl)->x, (*impl)->y);
   if (!kid) return kid.status();
@@ -250,6 +249,10 @@ Result<SigningKey> SigningKey::Generate() {
   key.impl_ = std::move(*impl);
   key.kid_ = std::move(*kid);
   return key;
+}
+
+Result<SigningKey> SigningKey::Generate() {
+  return FromImpl(MakeImpl(EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256")));
 }
 
 Result<SigningKey> SigningKey::FromDer(std::string_view pkcs8_der) {
@@ -272,12 +275,7 @@ Result<SigningKey> SigningKey::FromDer(std::string_view pkcs8_der) {
     ERR_clear_error();
     return Status::Error("signing key: the private and public parts do not match");
   }
-  auto kid = KidOf((*impl)->x, (*impl)->y);
-  if (!kid) return kid.status();
-  SigningKey key;
-  key.impl_ = std::move(*impl);
-  key.kid_ = std::move(*kid);
-  return key;
+  return FromImpl(std::move(impl));
 }
 
 std::string SigningKey::PrivateDer() const {

@@ -48,6 +48,8 @@ class SigningKey {
 
  private:
   SigningKey() = default;
+  // The key of a built pair, with its kid.
+  static Result<SigningKey> FromImpl(Result<std::shared_ptr<Impl>> impl);
   std::shared_ptr<Impl> impl_;
   std::string kid_;
 };

@@ -84,7 +84,11 @@ void CredentialBroker::Refresh() {
   if (!store_) return;
   {
     std::lock_guard lock(mu_);
-    // The first call always loads; later ones only when another process wrote.
+    // The first call always loads; later ones only when another process wrote, asked at most
+    // every 100 ms (this runs once per call: a query per call would be work on the hot path).
+    const auto now = std::chrono::steady_clock::now();
+    if (refreshed_ && now - checked_ < std::chrono::milliseconds(100)) return;
+    checked_ = now;
     if (refreshed_ && !store_->ChangedElsewhere()) return;
     if (!refreshed_) store_->ChangedElsewhere();  // takes the current version
     refreshed_ = true;

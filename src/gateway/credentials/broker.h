@@ -99,6 +99,7 @@ class CredentialBroker {
 
   std::mutex mu_;
   bool refreshed_ = false;
+  std::chrono::steady_clock::time_point checked_{};  // the last ChangedElsewhere
   // Tokens for warden's own requests: by (upstream, tenant, user).
   std::map<std::string, credentials::Token> instance_tokens_;
   // Exchanged tokens: by (endpoint, tenant, user, agent, audience, scope), with their expiry.
