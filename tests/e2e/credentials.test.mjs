@@ -281,6 +281,11 @@ test('a rotated secret is used from the next call on', async () => {
 });
 
 test('a stdio upstream gets the user\'s secret in its environment; every path it tries is redacted', async () => {
+  // Bob's instance lists first: its tools are pinned as every client sees them (redacted), so
+  // alice's instance, whose description held another value, lists the same tools.
+  const first = await connect('bob');
+  assert.ok((await first.client.listTools()).tools.some((t) => t.name === 's__env'), 'bob sees s__env');
+  await first.client.close();
   const { client } = await connect('alice');
   const logged = [];
   client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => logged.push(JSON.stringify(n.params)));

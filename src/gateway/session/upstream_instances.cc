@@ -139,6 +139,11 @@ void UpstreamInstance::ListTools(bool announce) {
     for (json& t : *listed) {
       if (t.is_object() && t.contains("name") && t["name"].is_string()) tools.push_back(std::move(t));
     }
+    // Definitions as every client will see them: a per-user secret an upstream puts in a
+    // description is neither pinned (stored, and different for every user's instance, so the
+    // second user's tool would look changed) nor kept.
+    if (CredentialBroker* broker = core_.options().services.credentials)
+      broker->redactor().RedactJson(tools);
     auto allowed = Review(tools);
     if (allowed) shown = std::move(*allowed);
     else error = allowed.status().message();  // fail closed: nothing shown
