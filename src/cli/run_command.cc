@@ -1,6 +1,7 @@
 #include "cli/run_command.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include <sys/resource.h>
@@ -29,6 +30,9 @@ RunCommand::RunCommand(CLI::App& app) {
   s->add_option("--net", net_, "Network: none (default) or proxy");
   s->add_option("--allow", allow_, "Allow egress to HOST[:PORT] (implies --net proxy)");
   s->add_option("--resolve", resolve_, "Map HOST=IP for the egress proxy");
+  s->add_option("--egress-credential", credentials_,
+                "ENV=HOST[:PORT]: the sandbox sees $ENV as a placeholder; the egress proxy puts "
+                "this process's $ENV in its place in plain-HTTP requests to HOST:PORT only");
   s->add_option("--backend", backend_, "Isolation backend: native (default), gvisor, microvm");
   s->add_option("--pool", pool_, "Run in a pre-warmed sandbox of the pool serving this socket (warden pool start)");
   s->add_option("--json", json_, "Write the result record to FILE ('-' for stderr)");
@@ -52,13 +56,37 @@ int RunCommand::Execute() {
     if (eq == std::string::npos || eq == 0) return Fail("--resolve " + r + ": expected HOST=IP");
     o.resolve[r.substr(0, eq)] = r.substr(eq + 1);
   }
+  for (const auto& c : credentials_) {
+    auto spec = sandbox::ParseEgressCredentialSpec(c);
+    if (!spec) return Fail(spec.status().message());
+    o.egress_credentials.push_back(std::move(*spec));
+  }
   if (!backend_.empty()) o.backend = backend_;
   o.argv = command_;
 
   std::unique_ptr<egress::SandboxNetwork> network;
+  if (!o.egress_credentials.empty()) {
+    if (Status st = sandbox::Validate(o); !st.ok()) return Fail(st.message());
+    if (!pool_.empty()) return Fail("--egress-credential: pooled sandboxes have no network");
+  }
   if (o.net == sandbox::NetMode::kProxy && pool_.empty()) {
-    auto created = egress::SandboxNetwork::Create(o.allow, o.resolve);
+    // Each credential's value comes from this process's environment and stays in this process:
+    // the sandbox gets the placeholder under the same name.
+    std::vector<egress::EgressCredential> credentials;
+    for (const auto& spec : o.egress_credentials) {
+      const char* value = std::getenv(spec.env.c_str());
+      if (value == nullptr) {
+        return Fail("--egress-credential " + spec.env + ": not set in warden's environment" +
+                    (spec.secret.empty() ? "" : " (the gateway fills it from secret '" + spec.secret + "')"));
+      }
+      auto made = egress::MakeEgressCredential(spec.env, spec.host, spec.port, value);
+      if (!made) return Fail(made.status().message());
+      credentials.push_back(std::move(*made));
+    }
+    auto created = egress::SandboxNetwork::Create(o.allow, o.resolve, {}, "", credentials);
     if (!created) return Fail(created.status().message());
+    for (const auto& c : credentials) o.env[c.name] = c.placeholder;
+    o.egress_credentials.clear();  // consumed: what the sandbox has now is the placeholder
     network = std::move(*created);
     // A busy tunnel holds two sockets and two pipes in this process.
     struct rlimit rl;

@@ -22,7 +22,7 @@ class RunCommand {
   CLI::App* sub_;
   ProfileFlags flags_;
   std::string net_, backend_, json_, pool_;
-  std::vector<std::string> allow_, resolve_;
+  std::vector<std::string> allow_, resolve_, credentials_;
   std::vector<std::string> command_;
 };
 

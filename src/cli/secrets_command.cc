@@ -75,8 +75,10 @@ Result<credentials::SecretScope> ScopeOf(const policy::Policy& policy, const std
       return Status::Error("--user " + user + ": no such user in tenant " + tenant);
     }
   }
-  if (!upstream.empty() && !policy.upstreams.count(upstream)) {
-    return Status::Error("--upstream " + upstream + ": no such upstream in the policy");
+  // "sandbox": the scope sandbox__exec's egress credentials look in (docs/credentials.md).
+  if (!upstream.empty() && upstream != "sandbox" && !policy.upstreams.count(upstream)) {
+    return Status::Error("--upstream " + upstream +
+                         ": no such upstream in the policy (or 'sandbox', for sandbox__exec)");
   }
   return scope;
 }

@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "egress/allow_list.h"
+#include "egress/credential_grant.h"
 #include "egress/decision.h"
 #include "egress/dns_stub.h"
 #include "egress/egress_record.h"
@@ -72,6 +73,9 @@ struct ProxyOptions {
   // One line per notable event (denials, malformed requests, timeouts, accept errors).
   std::function<void(std::string_view)> log;
   std::string session_id;  // copied into every Attempt and record
+  // Credentials the sandbox holds as placeholders (credential_grant.h): put in by the proxy in
+  // plain-HTTP requests to their host:port, refused anywhere else.
+  std::vector<EgressCredential> credentials;
   ProxyLimits limits;
   // Forward tunnels and plain bodies with splice(2) through a pipe per direction (no copy
   // through user space; 2 more fds per direction). Falls back to copying when unavailable.

@@ -19,6 +19,7 @@
 
 #include "common/unique_fd.h"
 #include "egress/address_guard.h"
+#include "egress/credential_grant.h"
 #include "egress/http_message.h"
 #include "egress/proxy.h"
 #include "egress/resolver.h"
@@ -110,8 +111,8 @@ class Session : public std::enable_shared_from_this<Session> {
     std::string message;  // the reason or error, for the client and the record
     int error = 0;        // errno of the last connect failure
   };
-  enum class BodyResult { kDone, kEof, kReadError, kWriteError, kMalformed };
-  enum class RequestResult { kSent, kUpstreamGone, kClientGone, kClientMalformed };
+  enum class BodyResult { kDone, kEof, kReadError, kWriteError, kMalformed, kRefused };
+  enum class RequestResult { kSent, kUpstreamGone, kClientGone, kClientMalformed, kRefused };
   enum class SpliceResult { kDone, kEof, kReadError, kWriteError, kUnsupported };
   // One direction of forwarding: a copy buffer, and a pipe for splice(2) when the kernel allows.
   struct Direction {
@@ -147,6 +148,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // The decision (hook -> allow-list), then addresses, the address guard and the connection.
   Outcome Decide(EgressRecord& rec, const std::string& raw_host, uint16_t port, Host* host);
+  // Sets grant_ for an allowed attempt; denies one whose head carries a credential's placeholder
+  // meant for another destination.
+  Outcome PlanCredentials(EgressRecord& rec, const Host& host, uint16_t port);
   asio::awaitable<Outcome> Connect(EgressRecord& rec, const Host& host, uint16_t port);
   asio::awaitable<Outcome> DecideAndConnect(EgressRecord& rec, const std::string& raw_host,
                                             uint16_t port);
@@ -157,7 +161,7 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::awaitable<void> Pump(tcp::socket& from, tcp::socket& to, Direction& dir, uint64_t& counter);
   asio::awaitable<BodyResult> ForwardBody(tcp::socket& from, tcp::socket& to, std::string& pending,
                                           http::BodyFraming framing, Direction& dir,
-                                          uint64_t& counter);
+                                          uint64_t& counter, StreamRewriter* rewrite = nullptr);
   // Moves bytes from `from` to `to` through the direction's pipe, never through user space:
   // `limit` bytes (kDone), or until EOF (kEof) when limit is UINT64_MAX. kUnsupported, before
   // any byte moved, when the pipe cannot be had or splice refuses these sockets.
@@ -219,6 +223,12 @@ class Session : public std::enable_shared_from_this<Session> {
   uint64_t resolve_generation_ = 0;
 
   SteadyTime record_started_;  // of the attempt being served
+
+  // Credentials (credential_grant.h): the request head being served (kept only when the proxy
+  // has credentials), what to do for the attempt being served, and a refusal found in a body.
+  std::string current_head_;
+  GrantPlan grant_;
+  std::string refused_in_body_;
 };
 
 }  // namespace warden::egress

@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "egress/host_name.h"
 #include "sandbox/result.h"
 
 namespace warden::egress {
@@ -17,16 +18,27 @@ struct EventLog {
 
 Result<std::unique_ptr<SandboxNetwork>> SandboxNetwork::Create(const std::vector<std::string>& allow,
                                                                const std::map<std::string, std::string>& resolve,
-                                                               DecisionHook hook, std::string session_id) {
+                                                               DecisionHook hook, std::string session_id,
+                                                               std::vector<EgressCredential> credentials) {
   auto list = AllowList::Parse(allow);
   if (!list) return list.status().Wrap("--allow");
   auto map = ResolveMap::Parse(resolve);
   if (!map) return map.status().Wrap("--resolve");
+  // A credential's destination must be one the sandbox may reach at all (the hook, when there is
+  // one, still decides each request).
+  for (const EgressCredential& c : credentials) {
+    auto host = ParseHost(c.host);
+    if (!host || !list->Permits(*host, c.port).allowed) {
+      return Status::Error("--egress-credential " + c.name + ": " + c.host + ":" + std::to_string(c.port) +
+                           " is not on the allow list (add --allow " + c.host + ":" + std::to_string(c.port) + ")");
+    }
+  }
   ProxyOptions options;
   options.allow_list = std::move(*list);
   options.resolve = std::move(*map);
   options.hook = std::move(hook);
   options.session_id = std::move(session_id);
+  options.credentials = std::move(credentials);
   auto events = std::make_shared<EventLog>();
   options.log = [events](std::string_view line) {
     std::lock_guard<std::mutex> lock(events->mu);

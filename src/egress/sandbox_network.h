@@ -23,7 +23,8 @@ class SandboxNetwork : public sandbox::NetworkProvider {
   // Validates the allow entries and --resolve mappings; the error names the bad entry.
   static Result<std::unique_ptr<SandboxNetwork>> Create(const std::vector<std::string>& allow,
                                                         const std::map<std::string, std::string>& resolve,
-                                                        DecisionHook hook = {}, std::string session_id = "");
+                                                        DecisionHook hook = {}, std::string session_id = "",
+                                                        std::vector<EgressCredential> credentials = {});
   ~SandboxNetwork() override;
 
   std::map<std::string, std::string> Environment() const override;

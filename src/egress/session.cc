@@ -322,12 +322,33 @@ Session::Outcome Session::Decide(EgressRecord& rec, const std::string& raw_host,
       // The reason goes into a response body, the log and JSON: keep it printable.
       rec.rule_or_reason = "hook: " + Printable(d.reason);
       if (d.kind == Decision::Kind::kDeny) return {Failure::kDenied, rec.rule_or_reason};
-      return {};
+      return PlanCredentials(rec, *host, port);
     }
   }
   Verdict v = proxy_.options.allow_list.Permits(*host, port);
   rec.rule_or_reason = v.rule_or_reason;
   if (!v.allowed) return {Failure::kDenied, rec.rule_or_reason};
+  return PlanCredentials(rec, *host, port);
+}
+
+Session::Outcome Session::PlanCredentials(EgressRecord& rec, const Host& host, uint16_t port) {
+  grant_ = {};
+  if (proxy_.options.credentials.empty()) return {};
+  grant_ = PlanGrants(proxy_.options.credentials, host.name, port, current_head_);
+  if (!grant_.refused.empty()) {
+    rec.rule_or_reason = grant_.refused;
+    return {Failure::kDenied, rec.rule_or_reason};
+  }
+  if (rec.protocol != Protocol::kHttp) {
+    // A tunnel's bytes are not looked at: nothing is put in, and nothing can be refused later.
+    grant_.request.clear();
+    grant_.response.clear();
+  }
+  if (!grant_.used.empty()) {
+    std::string names;
+    for (const auto& n : grant_.used) names += (names.empty() ? "" : ", ") + n;
+    rec.rule_or_reason += " (credential " + names + ")";
+  }
   return {};
 }
 
@@ -608,7 +629,8 @@ asio::awaitable<void> Session::Splice(EgressRecord& rec) {
 asio::awaitable<Session::BodyResult> Session::ForwardBody(tcp::socket& from, tcp::socket& to,
                                                           std::string& pending,
                                                           http::BodyFraming framing, Direction& dir,
-                                                          uint64_t& counter) {
+                                                          uint64_t& counter,
+                                                          StreamRewriter* rewrite) {
   using Kind = http::BodyFraming::Kind;
   if (framing.kind == Kind::kNone) co_return BodyResult::kDone;
   http::ChunkedBodyTracker tracker;
@@ -618,9 +640,29 @@ asio::awaitable<Session::BodyResult> Session::ForwardBody(tcp::socket& from, tcp
            (framing.kind == Kind::kChunked && tracker.done());
   };
   char* buf = dir.buf.get();
+  if (rewrite != nullptr && rewrite->empty()) rewrite = nullptr;
+  std::string rewritten;
+  // Writes what the rewriter lets through of `data` (all of it without one).
+  auto pass = [&](std::string_view data, bool flush) -> asio::awaitable<BodyResult> {
+    if (rewrite == nullptr) {
+      auto [wec, written] = co_await asio::async_write(to, asio::buffer(data.data(), data.size()), kUseTuple);
+      if (wec) co_return BodyResult::kWriteError;
+      counter += written;
+      co_return BodyResult::kDone;
+    }
+    rewritten.clear();
+    rewrite->Feed(data, &rewritten);
+    if (!rewrite->refused().empty()) co_return BodyResult::kRefused;
+    if (flush) rewrite->Flush(&rewritten);
+    if (rewritten.empty()) co_return BodyResult::kDone;
+    auto [wec, written] = co_await asio::async_write(to, asio::buffer(rewritten), kUseTuple);
+    if (wec) co_return BodyResult::kWriteError;
+    counter += written;
+    co_return BodyResult::kDone;
+  };
   while (!done()) {
     const bool from_pending = !pending.empty();
-    if (!from_pending && framing.kind != Kind::kChunked && CanSplice(dir)) {
+    if (!from_pending && framing.kind != Kind::kChunked && rewrite == nullptr && CanSplice(dir)) {
       // A body of known length, or one that runs to EOF: no need to look at its bytes.
       const uint64_t before = counter;
       SpliceResult r = co_await SpliceBytes(
@@ -646,9 +688,9 @@ asio::awaitable<Session::BodyResult> Session::ForwardBody(tcp::socket& from, tcp
       auto [ec, got] =
           co_await from.async_read_some(asio::buffer(buf, limits_.buffer_bytes), kUseTuple);
       if (ec) {
-        co_return (ec == asio::error::eof && framing.kind == Kind::kUntilClose)
-            ? BodyResult::kEof
-            : BodyResult::kReadError;
+        if (ec != asio::error::eof || framing.kind != Kind::kUntilClose) co_return BodyResult::kReadError;
+        BodyResult flushed = co_await pass({}, true);
+        co_return flushed == BodyResult::kDone ? BodyResult::kEof : flushed;
       }
       Touch();
       avail = std::string_view(buf, got);
@@ -662,9 +704,8 @@ asio::awaitable<Session::BodyResult> Session::ForwardBody(tcp::socket& from, tcp
       if (!consumed.ok()) co_return BodyResult::kMalformed;
       n = *consumed;
     }
-    auto [wec, written] = co_await asio::async_write(to, asio::buffer(avail.data(), n), kUseTuple);
-    if (wec) co_return BodyResult::kWriteError;
-    counter += written;
+    BodyResult wrote = co_await pass(avail.substr(0, n), done());
+    if (wrote != BodyResult::kDone) co_return wrote;
     Touch();
     if (from_pending) {
       pending.erase(0, n);
@@ -683,12 +724,18 @@ asio::awaitable<Session::RequestResult> Session::SendRequest(const std::string& 
   rec.bytes_up += n;
   Touch();
   EnsureBuffers();
-  BodyResult r = co_await ForwardBody(client_, upstream_, inbuf_, framing, up_, rec.bytes_up);
+  StreamRewriter rewrite(grant_.request);
+  BodyResult r =
+      co_await ForwardBody(client_, upstream_, inbuf_, framing, up_, rec.bytes_up, &rewrite);
   error_code ignored;
   switch (r) {
     case BodyResult::kDone:
       request_done_ = true;
       co_return RequestResult::kSent;
+    case BodyResult::kRefused:
+      refused_in_body_ = rewrite.refused();
+      upstream_.close(ignored);
+      co_return RequestResult::kRefused;
     case BodyResult::kWriteError:
       co_return RequestResult::kUpstreamGone;  // the response may still explain why
     case BodyResult::kMalformed:
@@ -751,13 +798,15 @@ asio::awaitable<Session::ResponseResult> Session::ForwardResponse(const http::Re
     }
     out.close_client = client_close || framing->kind == http::BodyFraming::Kind::kUntilClose;
     rec.http_status = resp->status;
-    const std::string client_head = http::BuildClientResponseHead(*resp, out.close_client);
+    std::string client_head = http::BuildClientResponseHead(*resp, out.close_client);
+    ReplaceAll(grant_.response, client_head);  // a granted value echoed back goes back masked
     if (co_await WriteClient(client_head)) co_return out;
     out.sent_anything = true;
     rec.bytes_down += client_head.size();
     EnsureBuffers();
-    BodyResult r =
-        co_await ForwardBody(upstream_, client_, respbuf_, *framing, down_, rec.bytes_down);
+    StreamRewriter rewrite(grant_.response);
+    BodyResult r = co_await ForwardBody(upstream_, client_, respbuf_, *framing, down_,
+                                        rec.bytes_down, &rewrite);
     if (r != BodyResult::kDone && r != BodyResult::kEof) {
       out.error = r == BodyResult::kMalformed ? "malformed chunked response body"
                                               : "response body cut short";
@@ -815,6 +864,7 @@ asio::awaitable<void> Session::ServeHttp() {
       co_await SendHttpError(400, "bad request: " + head.status().message());
       co_return;
     }
+    if (!proxy_.options.credentials.empty()) current_head_.assign(inbuf_, 0, head_len);
     inbuf_.erase(0, head_len);
     SetPhase(Phase::kActive);
     if (head->method == "CONNECT") {
@@ -891,9 +941,24 @@ asio::awaitable<bool> Session::ServeHttpRequest(const http::RequestHead& head, E
 
   upstream_reusable_ = false;
   request_done_ = false;
-  const std::string upstream_head = http::BuildUpstreamRequestHead(head, *url, client_close);
+  refused_in_body_.clear();
+  std::string upstream_head = http::BuildUpstreamRequestHead(head, *url, client_close);
+  ReplaceAll(grant_.request, upstream_head);  // a placeholder becomes its value, here only
   auto [sent, response] = co_await (SendRequest(upstream_head, *framing, rec) &&
                                     ForwardResponse(head, client_close, rec));
+  if (sent == RequestResult::kRefused) {
+    // The body carried a placeholder meant for another destination: the request was cut.
+    rec.allowed = false;
+    rec.rule_or_reason = refused_in_body_ + " (in the request body)";
+    rec.error.clear();
+    if (!response.sent_anything && abort_reason_.empty()) {
+      rec.http_status = 403;
+      co_await SendHttpError(403, "denied: " + rec.rule_or_reason);
+    }
+    CloseUpstream();
+    Finish(rec);
+    co_return false;
+  }
   if (!response.ok) {
     rec.error = response.error;
     if (!response.sent_anything && abort_reason_.empty()) {

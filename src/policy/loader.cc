@@ -191,12 +191,12 @@ Result<Policy> Loader::Load(const std::string& text) {
   const std::pair<const char*, SectionLoader> ordered[] = {
       {"listen", &Loader::Listen},
       {"storage", &Loader::StorageSection},
+      {"credentials", &Loader::CredentialsSection},
       {"agent_profiles", &Loader::AgentProfiles},
       {"sandbox", &Loader::SandboxSection},
       {"scopes", &Loader::Scopes},
       {"identity", &Loader::IdentitySection},
       {"approvals", &Loader::ApprovalsSection},
-      {"credentials", &Loader::CredentialsSection},
       {"upstreams", &Loader::Upstreams},
       {"egress", &Loader::Egress},
   };
@@ -357,6 +357,18 @@ Status Loader::SandboxProfile(const std::string& name, const YAML::Node& key_nod
   check.backend = "native";
   Status valid = sandbox::Validate(check);
   if (!valid.ok()) return r_.Error(key_node, path, valid.message());
+  // In the gateway a credential's value is the calling user's stored secret (docs/egress.md).
+  for (const sandbox::EgressCredentialSpec& c : options.egress_credentials) {
+    const std::string cpath = path + ".credentials";
+    if (c.secret.empty() || !ValidSecretName(c.secret))
+      return r_.Error(key_node, cpath,
+                      "credential " + c.env + " needs 'secret: NAME', the stored secret the gateway "
+                      "fills it from (letters, digits, '_', '-', '.')");
+    if (!policy_.credentials.set)
+      return r_.Error(key_node, cpath,
+                      "credential " + c.env + " names a secret, but the policy has no 'credentials' "
+                      "section: add credentials: { master_key: { env: VAR } } (the secret store's key)");
+  }
   policy_.sandbox.profiles[name] = std::move(options);
   return Status::Ok();
 }

@@ -59,6 +59,7 @@ std::vector<std::string> RunArgs(const Options& o, const std::string& record_pat
   };
   add("--net", o.net == NetMode::kProxy ? "proxy" : "none");
   for (const auto& h : o.allow) add("--allow", h);
+  for (const auto& c : o.egress_credentials) add("--egress-credential", EgressCredentialArg(c));
   for (const auto& [h, ip] : o.resolve) add("--resolve", h + "=" + ip);
   if (!o.backend.empty() && o.backend != "native") add("--backend", o.backend);
   if (!record_path.empty()) add("--json", record_path);

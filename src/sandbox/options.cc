@@ -1,10 +1,48 @@
 #include "sandbox/options.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
 
 namespace warden::sandbox {
+
+bool ValidEnvName(std::string_view name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  for (char c : name) {
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return true;
+}
+
+Result<EgressCredentialSpec> ParseEgressCredentialSpec(const std::string& text) {
+  const std::string what = "--egress-credential " + text;
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) return Status::Error(what + ": expected ENV=HOST[:PORT]");
+  EgressCredentialSpec c;
+  c.env = text.substr(0, eq);
+  std::string target = text.substr(eq + 1);
+  // HOST, HOST:PORT, [V6]:PORT
+  auto colon = target.rfind(':');
+  const bool bracketed = !target.empty() && target[0] == '[';
+  if (colon != std::string::npos && (!bracketed || target[colon - 1] == ']')) {
+    std::string port = target.substr(colon + 1);
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) == 0 ||
+        std::stoul(port) > 65535)
+      return Status::Error(what + ": bad port '" + port + "'");
+    c.port = static_cast<uint16_t>(std::stoul(port));
+    target.resize(colon);
+  }
+  if (bracketed && target.size() > 2 && target.back() == ']') target = target.substr(1, target.size() - 2);
+  if (target.empty()) return Status::Error(what + ": expected ENV=HOST[:PORT]");
+  c.host = target;
+  return c;
+}
+
+std::string EgressCredentialArg(const EgressCredentialSpec& c) {
+  const bool v6 = c.host.find(':') != std::string::npos;
+  return c.env + "=" + (v6 ? "[" + c.host + "]" : c.host) + ":" + std::to_string(c.port);
+}
 namespace {
 
 // Splits "12.5k" into 12.5 and "k". Returns false when the number part is missing or malformed.
@@ -115,6 +153,18 @@ Status Validate(const Options& o) {
     if (name.empty() || name.find('=') != std::string::npos) return Status::Error("--env '" + name + "': invalid variable name");
   }
   if (o.net == NetMode::kNone && !o.allow.empty()) return Status::Error("--allow needs --net proxy (or no --net at all)");
+  for (size_t i = 0; i < o.egress_credentials.size(); ++i) {
+    const EgressCredentialSpec& c = o.egress_credentials[i];
+    const std::string what = "--egress-credential " + c.env;
+    if (!ValidEnvName(c.env)) return Status::Error(what + ": expected a variable name (letters, digits, _)");
+    if (o.net != NetMode::kProxy) return Status::Error(what + ": needs --net proxy and an --allow entry for " + c.host);
+    if (c.host.empty() || c.port == 0) return Status::Error(what + ": expected HOST[:PORT]");
+    if (o.env.count(c.env) || std::find(o.inherit_env.begin(), o.inherit_env.end(), c.env) != o.inherit_env.end())
+      return Status::Error(what + ": the variable is also set by --env or --env-inherit; the sandbox may only see the placeholder");
+    for (size_t j = 0; j < i; ++j) {
+      if (o.egress_credentials[j].env == c.env) return Status::Error(what + ": named twice");
+    }
+  }
   return Status::Ok();
 }
 

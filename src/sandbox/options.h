@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -25,6 +26,19 @@ struct Degradations {
   bool allow_no_landlock = false;  // run when the kernel has no Landlock
   bool allow_no_cgroups = false;   // enforce memory/pids/cpu with rlimits only
   bool allow_no_seccomp_notify = false;  // unused today: notify failure always falls back to errno
+};
+
+// A credential for one allowed destination: the sandboxed code sees `env` holding a placeholder
+// of the value's length, and the egress proxy puts the value in its place in plain-HTTP requests
+// to host:port alone (`--egress-credential ENV=HOST[:PORT]`, profile key `credentials`). `warden
+// run` reads the value from its own environment variable `env`; the gateway fills that variable
+// from its secret store, the calling user's secret `secret`.
+struct EgressCredentialSpec {
+  std::string env;
+  std::string host;
+  uint16_t port = 80;
+  std::string secret;  // gateway profiles only
+  bool operator==(const EgressCredentialSpec&) const = default;
 };
 
 struct Options {
@@ -49,6 +63,8 @@ struct Options {
 
   NetMode net = NetMode::kNone;
   std::vector<std::string> allow;      // egress allow entries (implies kProxy)
+  // Credentials the code may use but never holds (docs/egress.md, "Credentials").
+  std::vector<EgressCredentialSpec> egress_credentials;
   std::map<std::string, std::string> resolve;  // HOST -> IP for the proxy
 
   std::string backend = "native";
@@ -57,6 +73,13 @@ struct Options {
 
   std::vector<std::string> argv;       // the command
 };
+
+// A C-style environment variable name: letters, digits and _, not starting with a digit.
+bool ValidEnvName(std::string_view name);
+// "ENV=HOST[:PORT]" (port 80 by default; an IPv6 host in brackets) as given to
+// --egress-credential, and back.
+Result<EgressCredentialSpec> ParseEgressCredentialSpec(const std::string& text);
+std::string EgressCredentialArg(const EgressCredentialSpec& c);
 
 // Checks the options for contradictions and impossible values. The message names the
 // offending option and says what to do.

@@ -114,6 +114,33 @@ const std::map<std::string, Setter>& Schema(const std::string& origin) {
     if (!o->allow.empty()) o->net = NetMode::kProxy;
     return Status::Ok();
   };
+  // credentials: [{env: NAME, host: HOST, port: 80, secret: NAME}] (docs/egress.md)
+  table["credentials"] = [origin](const YAML::Node& n, Options* o) -> Status {
+    if (!n.IsSequence()) return Status::Error(Where(origin, n) + ": 'credentials' must be a list of {env, host, port, secret}");
+    for (const auto& item : n) {
+      if (!item.IsMap()) return Status::Error(Where(origin, item) + ": 'credentials' items must be mappings {env, host, port, secret}");
+      EgressCredentialSpec c;
+      for (const auto& kv : item) {
+        const std::string key = kv.first.Scalar();
+        auto v = Scalar(origin, "credentials." + key, kv.second);
+        if (!v) return v.status();
+        if (key == "env") c.env = *v;
+        else if (key == "host") c.host = *v;
+        else if (key == "secret") c.secret = *v;
+        else if (key == "port") {
+          auto p = Unsigned(*v, "credentials.port");
+          if (!p || *p == 0 || *p > 65535) return Status::Error(Where(origin, kv.second) + ": 'credentials.port' must be 1 to 65535");
+          c.port = static_cast<uint16_t>(*p);
+        } else {
+          return Status::Error(Where(origin, kv.first) + ": unknown key 'credentials." + key + "' (known: env, host, port, secret)");
+        }
+      }
+      if (!ValidEnvName(c.env)) return Status::Error(Where(origin, item) + ": 'credentials' items need 'env', a variable name");
+      if (c.host.empty()) return Status::Error(Where(origin, item) + ": credential " + c.env + " needs 'host'");
+      o->egress_credentials.push_back(std::move(c));
+    }
+    return Status::Ok();
+  };
   table["env"] = [origin](const YAML::Node& n, Options* o) -> Status {
     auto m = StringMap(origin, "env", n);
     if (!m) return m.status();

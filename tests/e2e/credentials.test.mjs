@@ -29,11 +29,17 @@ const secrets = {
   aliceToken: `alice-svc-${randomBytes(8).toString('hex')}`,
   bobToken: `bob-svc-${randomBytes(8).toString('hex')}`,
   idpClient: `idp-client-${randomBytes(8).toString('hex')}`,
+  sandboxToken: `alice-sbx-${randomBytes(8).toString('hex')}`,
 };
 let tmp, db, policyFile, keyFile, upstreamLog, upstream, upstreamUrl, warden;
 // The identity provider's token endpoint (RFC 8693), started by the test on loopback: it records
 // each exchange's form and answers with an opaque token, or with invalid_grant for user bob.
 let idp, idpUrl;
+// A plain-HTTP server the sandbox may reach as echo.test, which answers with the headers it got
+// (a server that reflects the credential: the token alone, as "Bearer ..." is a shape the
+// gateway's redactor hides anyway), and remembers them.
+let echo, echoPort;
+const echoed = [];
 const exchanges = [];
 let issued = 0;
 
@@ -72,7 +78,16 @@ upstreams:
   s:
     command: ["${NODE}", "${SERVER}", "--stdio"]
     credentials: { env: { SERVICE_TOKEN: "secret:service_token" } }
+sandbox:
+  profiles:
+    default:
+      allow: ["echo.test:${echoPort}"]
+      resolve: { echo.test: 127.0.0.1 }
+      credentials: [{ env: API_TOKEN, host: echo.test, port: ${echoPort}, secret: sandbox_token }]
+  pool: { size: 0 }
 tools:
+  - match: { tool: sandbox__exec }
+    risk: low
   - match: { tool: h__whoami }
     risk: low
     access: read
@@ -170,6 +185,12 @@ before(async () => {
   });
   await new Promise((r) => idp.listen(0, '127.0.0.1', r));
   idpUrl = `http://127.0.0.1:${idp.address().port}/token`;
+  echo = createServer((req, res) => {
+    echoed.push(req.headers.authorization);
+    res.writeHead(200, { 'Content-Type': 'text/plain' }).end(`you sent: ${String(req.headers.authorization).split(' ')[1]}\n`);
+  });
+  await new Promise((r) => echo.listen(0, '127.0.0.1', r));
+  echoPort = echo.address().port;
   policyFile = writeFile(tmp.dir, 'policy.yaml', policy());
   setSecret('api_key', secrets.aliceApi, ['--tenant', 'acme', '--user', 'alice']);
   setSecret('api_key', secrets.bobApi, ['--tenant', 'acme', '--user', 'bob']);
@@ -178,6 +199,7 @@ before(async () => {
   setSecret('service_token', secrets.aliceToken, ['--tenant', 'acme', '--user', 'alice']);
   setSecret('service_token', secrets.bobToken, ['--tenant', 'acme', '--user', 'bob']);
   setSecret('idp_client', secrets.idpClient, ['--tenant', 'acme']);
+  setSecret('sandbox_token', secrets.sandboxToken, ['--tenant', 'acme', '--user', 'alice']);
   warden = await startServe(['--config', policyFile, '--audit-db', db]);
 });
 
@@ -185,6 +207,7 @@ after(async () => {
   await warden?.stop();
   upstream?.kill();
   idp?.close();
+  echo?.close();
   tmp?.cleanup();
 });
 
@@ -193,7 +216,8 @@ test('secrets list shows names and scopes, never values', () => {
   assert.equal(r.status, 0, r.stderr);
   const list = JSON.parse(r.stdout);
   assert.deepEqual(list.map((s) => `${s.name}/${s.user}`).sort(),
-    ['api_key/alice', 'api_key/bob', 'idp_client/', 'read_key/', 'service_token/alice', 'service_token/bob', 'write_key/']);
+    ['api_key/alice', 'api_key/bob', 'idp_client/', 'read_key/', 'sandbox_token/alice', 'service_token/alice', 'service_token/bob',
+      'write_key/']);
   assertNoSecret(r.stdout, 'secrets list');
   // A name that no policy user has is refused before anything is stored.
   const typo = secretsCli(['set', 'api_key', '--tenant', 'acme', '--user', 'alcie'], 'x-value-123\n');
@@ -316,6 +340,32 @@ test('a stdio upstream gets the user\'s secret in its environment; every path it
   const ps = spawnSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).stdout;
   assertNoSecret(ps, 'the process list');
   await client.close();
+});
+
+test('sandboxed code uses the user\'s credential through the egress proxy and never holds it', async () => {
+  const { client } = await connect('alice');
+  const command = 'echo "seen=$API_TOKEN"; cat /proc/self/environ | tr "\\0" "\\n" | grep -c alice-sbx; '
+    + `curl -sS -H "Authorization: Bearer $API_TOKEN" http://echo.test:${echoPort}/`;
+  const r = await client.callTool({ name: 'sandbox__exec', arguments: { command } });
+  const text = resultText(r);
+  assertNoSecret(text, 'the sandbox\'s output');
+  assertNoSecret(JSON.stringify(r), 'the sandbox__exec result');
+  const seen = /seen=([A-Za-z0-9]+)/.exec(text);
+  assert.ok(seen, text);
+  assert.equal(seen[1].length, secrets.sandboxToken.length, 'the placeholder is as long as the value');
+  assert.match(text, /^0$/m, 'the value is nowhere in the sandbox\'s environment');
+  assert.ok(text.includes(`you sent: ${seen[1]}`), `the echo comes back with the placeholder: ${text}`);
+  assert.deepEqual(echoed.slice(-1), [`Bearer ${secrets.sandboxToken}`], 'the server got alice\'s value');
+  await client.close();
+
+  // Bob has no such secret: his call fails naming it, and nothing ran.
+  const b = await connect('bob');
+  const before = echoed.length;
+  const failed = await b.client.callTool({ name: 'sandbox__exec', arguments: { command } });
+  assert.equal(failed.isError, true);
+  assert.match(resultText(failed), /secret 'sandbox_token' is not set for user 'bob'/);
+  assert.equal(echoed.length, before);
+  await b.client.close();
 });
 
 test('the audit log and warden\'s own output hold no secret', async () => {

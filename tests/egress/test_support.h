@@ -203,7 +203,8 @@ inline void EchoHandler(int fd) {
 }
 
 // A small HTTP/1.1 origin server with keep-alive. It remembers every request head it gets.
-// GET /big?N sends N bytes; /chunked answers with a chunked body; anything else answers
+// GET /big?N sends N bytes; /chunked answers with a chunked body; /echo answers with the request
+// (head and body) and its Authorization in X-Echo-Authorization; anything else answers
 // "hello from upstream: METHOD PATH BODY-LENGTH".
 class HttpOrigin {
  public:
@@ -268,6 +269,14 @@ class HttpOrigin {
           if (!SendAll(fd, std::string_view(chunk).substr(0, k))) return;
           n -= k;
         }
+      } else if (path.starts_with("/echo")) {
+        // The request as received, in the body and its Authorization in a header: a server that
+        // reflects what it got (the credential tests).
+        std::string text = head + body;
+        response = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-Echo-Authorization: " +
+                   Header(head, "authorization") + "\r\nContent-Length: " + std::to_string(text.size()) +
+                   "\r\n" + (close ? "Connection: close\r\n" : "") + "\r\n" + text;
+        if (!SendAll(fd, response)) return;
       } else if (path == "/chunked") {
         response =
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n7;ext=1\r\n "

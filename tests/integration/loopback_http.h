@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -29,7 +30,9 @@ inline int BindLoopback(int type, int* port) {
 
 class LoopbackHttpServer {
  public:
-  explicit LoopbackHttpServer(std::string body = "from-host") : body_(std::move(body)) {
+  // `echo`: the body is the request head as received (a server that reflects what it got).
+  explicit LoopbackHttpServer(std::string body = "from-host", bool echo = false)
+      : body_(std::move(body)), echo_(echo) {
     fd_ = BindLoopback(SOCK_STREAM, &port_);
     listen(fd_, 32);
     thread_ = std::thread([this] { Serve(); });
@@ -43,6 +46,10 @@ class LoopbackHttpServer {
   int port() const { return port_; }
   std::string port_text() const { return std::to_string(port_); }
   int requests() const { return requests_; }
+  std::string last_request() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_;
+  }
 
  private:
   void Serve() {
@@ -60,14 +67,22 @@ class LoopbackHttpServer {
       }
       if (!req.empty()) {
         ++requests_;
-        std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body_.size()) +
-                           "\r\nConnection: close\r\n\r\n" + body_;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          last_ = req;
+        }
+        const std::string& body = echo_ ? req : body_;
+        std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) +
+                           "\r\nConnection: close\r\n\r\n" + body;
         send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
       }
       close(c);
     }
   }
   std::string body_;
+  bool echo_ = false;
+  std::mutex mu_;
+  std::string last_;
   int fd_ = -1, port_ = 0;
   std::atomic<int> requests_{0};
   std::atomic<bool> stop_{false};

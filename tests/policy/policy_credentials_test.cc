@@ -211,5 +211,35 @@ TEST(PolicyCredentialsTest, ALiteralValueIsNeverEchoedInErrors) {
   EXPECT_EQ(error.find("sk-live-abcdef"), std::string::npos) << error;
 }
 
+TEST(PolicyCredentialsTest, SandboxProfileCredentialsNeedAStoredSecret) {
+  const std::string section = "credentials:\n  master_key: { env: WARDEN_TEST_KEY }\n";
+  const std::string profile =
+      "sandbox:\n  profiles:\n    coder:\n      allow: [\"api.example.com:80\"]\n"
+      "      credentials: [{ env: API_TOKEN, host: api.example.com, port: 80, secret: api_token }]\n";
+  Policy p = MustLoad("version: 1\n" + section + profile);
+  const auto& c = p.sandbox.profiles.at("coder").egress_credentials;
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].env, "API_TOKEN");
+  EXPECT_EQ(c[0].host, "api.example.com");
+  EXPECT_EQ(c[0].port, 80);
+  EXPECT_EQ(c[0].secret, "api_token");
+
+  EXPECT_CREDENTIALS_ERROR("version: 1\n" + profile,
+                           "sandbox.profiles.coder.credentials: credential API_TOKEN names a secret, but the "
+                           "policy has no 'credentials' section");
+  std::string no_secret = profile;
+  no_secret.replace(no_secret.find(", secret: api_token"), 19, "");
+  EXPECT_CREDENTIALS_ERROR("version: 1\n" + section + no_secret,
+                           "credential API_TOKEN needs 'secret: NAME'");
+  std::string no_net = "version: 1\n" + section +
+                       "sandbox:\n  profiles:\n    coder:\n"
+                       "      credentials: [{ env: API_TOKEN, host: api.example.com, secret: t }]\n";
+  EXPECT_CREDENTIALS_ERROR(no_net, "needs --net proxy");
+  EXPECT_CREDENTIALS_ERROR("version: 1\n" + section +
+                               "sandbox:\n  profiles:\n    coder:\n      allow: [a.example]\n"
+                               "      credentials: [{ env: T, host: a.example, colour: red }]\n",
+                           "unknown key 'credentials.colour'");
+}
+
 }  // namespace
 }  // namespace warden::policy

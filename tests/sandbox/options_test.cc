@@ -190,5 +190,63 @@ TEST(Profile, AllowImpliesProxy) {
   EXPECT_EQ(o.net, NetMode::kProxy);
 }
 
+TEST(EgressCredentialSpec, ParsesHostPortAndRefusesWhatIsNotOne) {
+  auto plain = ParseEgressCredentialSpec("API_TOKEN=api.example.com");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->env, "API_TOKEN");
+  EXPECT_EQ(plain->host, "api.example.com");
+  EXPECT_EQ(plain->port, 80);
+  auto v6 = ParseEgressCredentialSpec("T=[2001:db8::1]:8080");
+  ASSERT_TRUE(v6.ok()) << v6.status().message();
+  EXPECT_EQ(v6->host, "2001:db8::1");
+  EXPECT_EQ(v6->port, 8080);
+  EXPECT_EQ(EgressCredentialArg(*v6), "T=[2001:db8::1]:8080");
+  EXPECT_EQ(EgressCredentialArg(*plain), "API_TOKEN=api.example.com:80");
+  for (const char* bad : {"NOHOST", "=host", "T=", "T=host:0", "T=host:99999", "T=host:x"}) {
+    auto r = ParseEgressCredentialSpec(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("--egress-credential"), std::string::npos);
+    }
+  }
+}
+
+TEST(EgressCredentialSpec, ValidateWantsAProxyNetworkAndAVariableTheSandboxDoesNotGetOtherwise) {
+  Options o;
+  o.argv = {"/bin/true"};
+  o.egress_credentials = {{"API_TOKEN", "api.example.com", 80, ""}};
+  EXPECT_NE(Validate(o).message().find("needs --net proxy"), std::string::npos);
+  o.net = NetMode::kProxy;
+  o.allow = {"api.example.com"};
+  EXPECT_TRUE(Validate(o).ok()) << Validate(o).message();
+  o.env["API_TOKEN"] = "x";
+  EXPECT_NE(Validate(o).message().find("the sandbox may only see the placeholder"), std::string::npos);
+  o.env.clear();
+  o.egress_credentials.push_back(o.egress_credentials[0]);
+  EXPECT_NE(Validate(o).message().find("named twice"), std::string::npos);
+  o.egress_credentials = {{"9BAD", "api.example.com", 80, ""}};
+  EXPECT_NE(Validate(o).message().find("expected a variable name"), std::string::npos);
+}
+
+TEST(EgressCredentialSpec, ProfileKeyReadsEntriesAndRefusesMistakesByLine) {
+  Options o;
+  Status st = LoadProfileText(
+      "allow: [api.example.com]\ncredentials:\n  - { env: API_TOKEN, host: api.example.com, port: 8080, secret: t }\n",
+      "p.yaml", &o);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(o.egress_credentials.size(), 1u);
+  EXPECT_EQ(o.egress_credentials[0], (EgressCredentialSpec{"API_TOKEN", "api.example.com", 8080, "t"}));
+  Options bad;
+  EXPECT_NE(LoadProfileText("credentials:\n  - { env: T, port: 80 }\n", "p.yaml", &bad).message().find(
+                "p.yaml:2: credential T needs 'host'"),
+            std::string::npos);
+  EXPECT_NE(LoadProfileText("credentials:\n  - { env: T, host: h, port: 70000 }\n", "p.yaml", &bad).message().find(
+                "'credentials.port' must be 1 to 65535"),
+            std::string::npos);
+  EXPECT_NE(LoadProfileText("credentials: API_TOKEN\n", "p.yaml", &bad).message().find("must be a list"),
+            std::string::npos);
+  EXPECT_TRUE(bad.egress_credentials.empty());
+}
+
 }  // namespace
 }  // namespace warden::sandbox

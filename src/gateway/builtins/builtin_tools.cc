@@ -660,7 +660,8 @@ std::optional<json> RunPooledExec(const ExecPool& pool, const ExecRequest& reque
 }  // namespace
 
 CallResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& profile,
-                          const std::shared_ptr<CancelToken>& cancel, const ExecPool* pool) {
+                          const std::shared_ptr<CancelToken>& cancel, const ExecPool* pool,
+                          const std::map<std::string, std::string>& launch_env) {
   sandbox::Options o = profile;
   o.argv = request.argv;
   if (request.timeout_ms && (o.timeout_ms == 0 || *request.timeout_ms < o.timeout_ms))
@@ -714,6 +715,7 @@ CallResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
     }
     // The sandbox is a `warden run` child: the gateway is multi-threaded (sandbox/launcher.h).
     sandbox::SpawnIo io{.stdin_fd = stdin_fd, .stdout_fd = out->get(), .stderr_fd = err->get()};
+    io.env = launch_env;  // the egress credentials' values, for the child's proxy alone
     std::function<void(pid_t)> on_started;
     if (cancel) on_started = [&cancel](pid_t pid) { KillOnCancel(cancel, pid); };
     record = sandbox::RunViaLauncher(o, io, on_started);
@@ -778,7 +780,7 @@ BuiltinTools BuiltinTools::Default(const ExecPoolSlot* pools) {
                if (!request) return request.status();
                // Held to the end of the call: a reload may replace the pool meanwhile.
                std::shared_ptr<const ExecPool> pool = pools ? pools->Current() : nullptr;
-               return RunSandboxExec(*request, env.profile, env.cancel, pool.get());
+               return RunSandboxExec(*request, env.profile, env.cancel, pool.get(), env.launch_env);
              }});
   tools.Add({.name = "web__fetch",
              .server = "web",

@@ -86,13 +86,17 @@ Result<ExecRequest> ParseExecArguments(const nlohmann::json& arguments);
 // running, refused), it runs cold.
 CallResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& profile,
                           const std::shared_ptr<CancelToken>& cancel = nullptr,
-                          const ExecPool* pool = nullptr);
+                          const ExecPool* pool = nullptr,
+                          const std::map<std::string, std::string>& launch_env = {});
 
 // What a built-in tool runs with, besides its arguments.
 struct ToolEnv {
   sandbox::Options profile;                // the sandbox profile the policy chose
   const policy::Policy* policy = nullptr;  // the snapshot the call was decided on (egress)
   std::shared_ptr<CancelToken> cancel;     // may be null
+  // Added to the `warden run` child's own environment (never the sandbox's): the values of the
+  // profile's egress credentials, which the child's proxy holds (docs/egress.md).
+  std::map<std::string, std::string> launch_env;
 };
 
 // A built-in tool as the gateway lists and runs it.

@@ -118,6 +118,17 @@ Result<std::string> CredentialBroker::Secret(const std::string& name, const std:
   return std::move((*found)->value);
 }
 
+Result<std::map<std::string, std::string>> CredentialBroker::SandboxEnvironment(
+    const sandbox::Options& profile, const CredentialOwner& owner) {
+  std::map<std::string, std::string> env;
+  for (const sandbox::EgressCredentialSpec& c : profile.egress_credentials) {
+    auto value = Secret(c.secret, "sandbox", owner);
+    if (!value) return value.status().Wrap("credential " + c.env);
+    env[c.env] = std::move(*value);
+  }
+  return env;
+}
+
 Result<std::string> CredentialBroker::MintFor(const policy::Policy& policy,
                                               const std::string& target,
                                               const CredentialOwner& owner, const std::string& tool,

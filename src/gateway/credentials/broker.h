@@ -19,6 +19,7 @@
 #include "credentials/secret_store.h"
 #include "credentials/tokens.h"
 #include "mcp/jsonrpc.h"
+#include "sandbox/options.h"
 #include "notify/http_post.h"
 #include "policy/model.h"
 
@@ -64,6 +65,11 @@ class CredentialBroker {
                                                          const std::string& upstream,
                                                          const CredentialOwner& owner,
                                                          const std::string& tool, bool write);
+
+  // sandbox__exec: the values of a sandbox profile's egress `credentials` (each one's `secret`,
+  // the user's else the tenant's; upstream scope "sandbox"), by variable name.
+  Result<std::map<std::string, std::string>> SandboxEnvironment(const sandbox::Options& profile,
+                                                                const CredentialOwner& owner);
 
   // Adds every value the store holds to the redactor (again when another process changed the
   // store since): a secret of any user is hidden from every agent. Cheap when nothing changed.

@@ -4,7 +4,9 @@
 // (UpstreamCallHeaders), where the session picks them up. A read call gets `read.header`, a
 // write call `write.header`: a read never holds the write credential. A secret that is not set
 // refuses this call alone, naming the secret and how to set it. stdio upstreams get their
-// environment at spawn (session/upstream_instances.cc), not here. docs/credentials.md.
+// environment at spawn (session/upstream_instances.cc), not here. A sandbox__exec call whose
+// profile grants egress credentials gets the user's secrets for its `warden run` child
+// (SandboxLaunchEnv), whose proxy holds them; the sandbox sees placeholders. docs/credentials.md.
 #include "gateway/credentials/broker.h"
 #include "gateway/stages/stages.h"
 
@@ -18,6 +20,8 @@ class CredentialsStage : public Stage {
 
   StageOutcome Run(CallContext& call) override {
     if (!call.policy || call.server.empty()) return StageOutcome::Continue();
+    if (call.server == "sandbox" && !call.policy->upstreams.contains(call.server))
+      return SandboxCredentials(call);
     auto it = call.policy->upstreams.find(call.server);
     if (it == call.policy->upstreams.end() || !CredentialBroker::NeedsCallHeaders(it->second))
       return StageOutcome::Continue();
@@ -43,6 +47,21 @@ class CredentialsStage : public Stage {
   }
 
  private:
+  // sandbox__exec on a profile with egress credentials: the user's secrets for the launcher.
+  StageOutcome SandboxCredentials(CallContext& call) {
+    auto profile = ChooseSandboxProfile(call);
+    if (!profile || profile->egress_credentials.empty()) return StageOutcome::Continue();
+    if (!broker_) {
+      return StageOutcome::Deny(Refusal::kInternal,
+                                "the sandbox profile grants credentials but this gateway has no "
+                                "secret store");
+    }
+    auto env = broker_->SandboxEnvironment(*profile, {call.tenant, call.user, call.agent});
+    if (!env) return StageOutcome::Deny(Refusal::kDenied, "sandbox " + env.status().message());
+    call.state.Get<SandboxLaunchEnv>().env = std::move(*env);
+    return StageOutcome::Continue();
+  }
+
   CredentialBroker* broker_;
 };
 

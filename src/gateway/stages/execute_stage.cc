@@ -3,6 +3,16 @@
 
 namespace warden::gateway {
 
+Result<sandbox::Options> ChooseSandboxProfile(const CallContext& call) {
+  if (!call.policy) return DefaultExecProfile();
+  std::string name = call.decision ? call.decision->sandbox_profile : "";
+  const auto& profiles = call.policy->sandbox.profiles;
+  auto it = profiles.find(name.empty() ? std::string("default") : name);
+  if (it != profiles.end()) return it->second;
+  if (!name.empty()) return Status::Error("sandbox profile '" + name + "' is not defined");
+  return DefaultExecProfile();
+}
+
 StageOutcome ExecuteStage::Run(CallContext& call) {
   // Fail closed whatever the chain: a call the policy sent to a person runs only once an
   // approval released it.
@@ -34,18 +44,9 @@ StageOutcome ExecuteStage::Run(CallContext& call) {
   const BuiltinTool* tool = tools_.Find(call.tool);
   if (tool == nullptr)
     return StageOutcome::Deny(Refusal::kUnknownTool, "unknown tool: " + call.tool);
-  sandbox::Options profile = DefaultExecProfile();
-  if (call.policy) {
-    std::string name = call.decision ? call.decision->sandbox_profile : "";
-    const auto& profiles = call.policy->sandbox.profiles;
-    auto it = profiles.find(name.empty() ? std::string("default") : name);
-    if (it != profiles.end()) {
-      profile = it->second;
-    } else if (!name.empty()) {
-      return StageOutcome::Deny(Refusal::kInternal,
-                                "sandbox profile '" + name + "' is not defined");
-    }
-  }
+  auto chosen = ChooseSandboxProfile(call);
+  if (!chosen) return StageOutcome::Deny(Refusal::kInternal, chosen.status().message());
+  sandbox::Options profile = std::move(*chosen);
   if (tool->server == "sandbox") {
     // Which isolation ran the code, and why, goes into the audit entry (issue 5: the backend
     // chosen by profile or policy is recorded with its reason).
@@ -56,6 +57,7 @@ StageOutcome ExecuteStage::Run(CallContext& call) {
         "'" + (named && !rule.empty() ? " from rule " + rule : "") + ", backend " + profile.backend;
   }
   ToolEnv env{.profile = std::move(profile), .policy = call.policy.get(), .cancel = call.cancel};
+  if (const SandboxLaunchEnv* launch = call.state.Find<SandboxLaunchEnv>()) env.launch_env = launch->env;
   auto result = tool->run(call.arguments, env);
   if (!result)
     return StageOutcome::Deny(Refusal::kInvalidArguments, "invalid arguments for " + call.tool +

@@ -83,6 +83,17 @@ class ApprovalStage : public Stage {
   std::function<void(std::function<void()>)> post_;
 };
 
+// The sandbox profile a built-in call runs on: the one the decision names, else the policy's
+// `sandbox.profiles.default`, else DefaultExecProfile(). Error: a named profile that is missing.
+Result<sandbox::Options> ChooseSandboxProfile(const CallContext& call);
+
+// What the credentials stage gives a sandbox__exec call (in CallContext::state): the variables
+// of the profile's egress `credentials`, the calling user's secrets, for the `warden run` child's
+// own environment. The sandbox sees placeholders; the child's proxy holds the values.
+struct SandboxLaunchEnv {
+  std::map<std::string, std::string> env;
+};
+
 // Runs the tool (built-ins only in this slice) on the sandbox profile the decision names, else
 // the policy's `sandbox.profiles.default`, else DefaultExecProfile(); fills call.result. A tool
 // that does not exist is refused as unknown, arguments it rejects as invalid.
