@@ -47,28 +47,8 @@ Result<std::unique_ptr<credentials::SecretStore>> OpenSecretStore(const policy::
   return store;
 }
 
-Result<std::vector<credentials::TokenMinter::KeyEntry>> SigningKeyEntries(
-    credentials::SecretStore& store) {
-  auto rows = store.SigningKeys();
-  if (!rows) return rows.status();
-  std::vector<credentials::TokenMinter::KeyEntry> entries;
-  for (const credentials::SigningKeyRow& row : *rows) {
-    auto key = credentials::SigningKey::FromDer(row.private_der);
-    if (!key) return key.status().Wrap("signing key " + row.kid);
-    credentials::TokenMinter::KeyEntry entry{
-        std::move(*key),
-        std::chrono::system_clock::time_point(std::chrono::milliseconds(row.created_ms)),
-        std::nullopt};
-    if (row.retired_ms != 0)
-      entry.retired =
-          std::chrono::system_clock::time_point(std::chrono::milliseconds(row.retired_ms));
-    entries.push_back(std::move(entry));
-  }
-  return entries;
-}
-
 Result<std::unique_ptr<credentials::TokenMinter>> OpenTokenMinter(credentials::SecretStore& store) {
-  auto entries = SigningKeyEntries(store);
+  auto entries = credentials::SigningKeyEntries(store);
   if (!entries) return entries.status();
   bool current = false;
   for (const auto& e : *entries) current = current || !e.retired;
@@ -76,7 +56,7 @@ Result<std::unique_ptr<credentials::TokenMinter>> OpenTokenMinter(credentials::S
     auto key = credentials::SigningKey::Generate();
     if (!key) return key.status();
     WARDEN_RETURN_IF_ERROR(store.AddSigningKey(key->kid(), key->PrivateDer(), NowMs()));
-    entries = SigningKeyEntries(store);
+    entries = credentials::SigningKeyEntries(store);
     if (!entries) return entries.status();
   }
   // A retired key is kept (and published) until every token it signed has expired; the longest

@@ -30,10 +30,6 @@ Result<std::unique_ptr<credentials::SecretStore>> OpenSecretStore(const policy::
 // and drops keys retired longer ago than any token they signed can live.
 Result<std::unique_ptr<credentials::TokenMinter>> OpenTokenMinter(credentials::SecretStore& store);
 
-// The store's signing keys as the minter takes them.
-Result<std::vector<credentials::TokenMinter::KeyEntry>> SigningKeyEntries(
-    credentials::SecretStore& store);
-
 // Whether two policies name the same keys (a reload that changes them needs a restart).
 bool SameKeys(const policy::CredentialsSection& a, const policy::CredentialsSection& b);
 

@@ -87,6 +87,7 @@ class Gateway {
   // The token minter (null without a credentials section): its public keys are served at
   // /.well-known/jwks.json.
   credentials::TokenMinter* minter() { return minter_.get(); }
+  gateway::CredentialBroker* broker() { return broker_.get(); }
   // Loads the --config file again now (SIGHUP), and with it its identity (the JWKS file). One
   // unit: the whole new policy with its keys, or, on any error, the whole old one and a logged
   // error. The watcher retries when the policy file or its JWKS file changes, and on SIGHUP.

@@ -310,7 +310,7 @@ int SecretsCommand::Jwks() {
   if (!target) return fail(target.status());
   auto store = OpenSecretStore(*target->policy, target->db, false);
   if (!store) return fail(store.status());
-  auto entries = SigningKeyEntries(**store);
+  auto entries = credentials::SigningKeyEntries(**store);
   if (!entries) return fail(entries.status());
   if (entries->empty()) {
     return fail(

@@ -148,8 +148,13 @@ int ServeCommand::Execute() {
   }
   Gateway& g = **started;
   if (credentials::TokenMinter* minter = g.minter()) {
-    // The tokens warden mints for upstreams are checked against these (docs/credentials.md).
-    http.jwks = [minter] { return minter->Jwks().dump(); };
+    // The tokens warden mints for upstreams are checked against these (docs/credentials.md); a
+    // key another process added (`warden secrets rotate --signing-key`) is published at once.
+    gateway::CredentialBroker* broker = g.broker();
+    http.jwks = [minter, broker] {
+      if (broker) broker->Refresh();
+      return minter->Jwks().dump();
+    };
   }
   ServeHost host(g, local);
   gateway::HttpServer server(host, http);

@@ -8,6 +8,8 @@
 #include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+
+#include "credentials/secret_store.h"
 #include <openssl/rand.h>
 #include <openssl/x509.h>
 
@@ -427,6 +429,25 @@ std::string TokenMinter::current_kid() const {
   std::lock_guard<std::mutex> lock(mu_);
   const KeyEntry* current = CurrentEntry(keys_);
   return current != nullptr ? current->key.kid() : std::string();
+}
+
+Result<std::vector<TokenMinter::KeyEntry>> SigningKeyEntries(SecretStore& store) {
+  auto rows = store.SigningKeys();
+  if (!rows) return rows.status();
+  std::vector<TokenMinter::KeyEntry> entries;
+  for (const SigningKeyRow& row : *rows) {
+    auto key = SigningKey::FromDer(row.private_der);
+    if (!key) return key.status().Wrap("signing key " + row.kid);
+    TokenMinter::KeyEntry entry{
+        std::move(*key),
+        std::chrono::system_clock::time_point(std::chrono::milliseconds(row.created_ms)),
+        std::nullopt};
+    if (row.retired_ms != 0)
+      entry.retired =
+          std::chrono::system_clock::time_point(std::chrono::milliseconds(row.retired_ms));
+    entries.push_back(std::move(entry));
+  }
+  return entries;
 }
 
 }  // namespace warden::credentials

@@ -103,4 +103,8 @@ class TokenMinter {
   std::chrono::seconds max_lifetime_;
 };
 
+// The signing keys a store holds (credentials_signing_keys) as the minter takes them.
+class SecretStore;
+Result<std::vector<TokenMinter::KeyEntry>> SigningKeyEntries(SecretStore& store);
+
 }  // namespace warden::credentials

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <thread>
 
 #include "credentials/master_key.h"
 #include "credentials/redactor.h"
@@ -172,6 +174,44 @@ TEST(CredentialBroker, RefreshHidesEverySecretOfEveryUser) {
   f.broker->Refresh();
   EXPECT_EQ(f.redactor.RedactText("alice-only-secret-1 bob-only-secret-22"),
             "[REDACTED:api_key] [REDACTED:api_key]");
+}
+
+TEST(CredentialBroker, ASigningKeyRotatedByAnotherProcessIsTakenUpWithoutARestart) {
+  Fixture f;
+  // The gateway's minter, as `warden serve` opens it: over the keys the store holds.
+  auto first = credentials::SigningKey::Generate();
+  ASSERT_TRUE(first.ok());
+  const auto now_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  ASSERT_TRUE(f.store->AddSigningKey(first->kid(), first->PrivateDer(), now_ms()).ok());
+  auto entries = credentials::SigningKeyEntries(*f.store);
+  ASSERT_TRUE(entries.ok()) << entries.status().message();
+  ASSERT_TRUE(f.minter->Replace(std::move(*entries)).ok());
+  f.broker->Refresh();  // the first load
+  ASSERT_EQ(f.minter->current_kid(), first->kid());
+
+  // `warden secrets rotate --signing-key`: another connection to the same database.
+  auto key = credentials::ParseMasterKey(std::string(64, 'a'), "test");
+  ASSERT_TRUE(key.ok());
+  credentials::KeyRing ring;
+  ring.keys.push_back(*key);
+  auto other = credentials::SecretStore::Open({.path = f.dir.File("w.db")}, ring);
+  ASSERT_TRUE(other.ok()) << other.status().message();
+  auto second = credentials::SigningKey::Generate();
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE((*other)->AddSigningKey(second->kid(), second->PrivateDer(), now_ms()).ok());
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));  // past Refresh's 100 ms throttle
+  f.broker->Refresh();
+  EXPECT_EQ(f.minter->current_kid(), second->kid()) << "new tokens are signed with the new key";
+  std::set<std::string> published;
+  const json jwks = f.minter->Jwks();
+  for (const auto& k : jwks["keys"]) published.insert(k["kid"].get<std::string>());
+  EXPECT_EQ(published, (std::set<std::string>{first->kid(), second->kid()}))
+      << "the retired key stays published for the tokens it signed";
 }
 
 // A pipeline of the standard chain's stage `name` alone, over the fixture's broker.

@@ -1,6 +1,7 @@
 #include "gateway/credentials/broker.h"
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "common/base64.h"
 #include "policy/credential_template.h"
@@ -82,6 +83,7 @@ bool CredentialBroker::NeedsCallHeaders(const policy::Upstream& upstream) {
 
 void CredentialBroker::Refresh() {
   if (!store_) return;
+  bool elsewhere = false;  // a change by another process (not the first load)
   {
     std::lock_guard lock(mu_);
     // The first call always loads; later ones only when another process wrote, asked at most
@@ -91,7 +93,16 @@ void CredentialBroker::Refresh() {
     checked_ = now;
     if (refreshed_ && !store_->ChangedElsewhere()) return;
     if (!refreshed_) store_->ChangedElsewhere();  // takes the current version
+    elsewhere = refreshed_;
     refreshed_ = true;
+  }
+  // `warden secrets rotate --signing-key` in another process: mint with the new key and publish
+  // it from now on, without a restart (the minter keeps the retired ones published).
+  if (minter_ && elsewhere) {
+    auto keys = credentials::SigningKeyEntries(*store_);
+    Status replaced = keys ? minter_->Replace(std::move(*keys)) : keys.status();
+    if (!replaced.ok())  // the keys in use stay in use
+      spdlog::warn("credentials: the store's signing keys could not be taken up: {}", replaced.message());
   }
   auto all = store_->List();
   if (!all) return;

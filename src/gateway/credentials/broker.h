@@ -72,7 +72,9 @@ class CredentialBroker {
                                                                 const CredentialOwner& owner);
 
   // Adds every value the store holds to the redactor (again when another process changed the
-  // store since): a secret of any user is hidden from every agent. Cheap when nothing changed.
+  // store since): a secret of any user is hidden from every agent. After such a change the
+  // minter also takes the store's signing keys again (a rotation by `warden secrets rotate
+  // --signing-key` is used from then on). Cheap when nothing changed.
   void Refresh();
 
   const credentials::Redactor& redactor() const { return redactor_; }
