@@ -29,13 +29,15 @@ std::set<std::string> TmpEntries() {
 
 // Entries that appeared in /tmp since `before`. `warden run` itself never creates host temp
 // files; other test binaries running at the same time (ctest -j) do, under these prefixes, none of
-// which a cold run uses: their fixtures, and the gateway's sandbox__exec workspaces and exec pool
-// (warden-exec-*, warden-serve-*, warden-pool-*).
+// which a cold run uses: their fixtures (the audit, notify, credentials and end-to-end suites'
+// too), and the gateway's sandbox__exec workspaces and exec pool (warden-exec-*, warden-serve-*,
+// warden-pool-*).
 std::vector<std::string> NewTmpEntries(const std::set<std::string>& before) {
   static const char* const kOthers[] = {
       "warden-test",  "warden-egress",          "warden-gw",          "warden-state-",
       "warden-tls-",  "warden-upstream-secret", "warden-cgroup-test", "warden-landlock-test",
-      "warden-exec-", "warden-serve-",          "warden-pool-"};
+      "warden-exec-", "warden-serve-",          "warden-pool-",       "warden-audit-",
+      "warden-notify-", "warden-secret-store-", "warden-master-key-", "warden-e2e-"};
   std::vector<std::string> added;
   for (const auto& n : TmpEntries()) {
     if (before.count(n)) continue;
