@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "common/guard.h"
 #include "mcp/protocol_version.h"
@@ -101,6 +102,7 @@ class ClientImpl final : public Client {
                            std::map<std::string, std::string> headers) override;
   void Cancel(uint64_t handle, const std::string& reason) override;
   void Notify(const std::string& method, nlohmann::json params) override;
+  void Restart(const std::string& why) override;
   void Stop() override;
 
   State state() const override {
@@ -159,6 +161,7 @@ class ClientImpl final : public Client {
   std::shared_ptr<Connection> conn_;
   uint64_t generation_ = 0;       // of conn_
   bool ready_ = false;            // conn_ is initialized: requests go straight out
+  bool restart_requested_ = false;  // Restart(): the next end is not a failure
   uint64_t dead_generation_ = 0;  // the last connection that reported its end
   std::string dead_why_;
   int64_t next_id_ = 1;
@@ -266,6 +269,17 @@ void ClientImpl::Notify(const std::string& method, nlohmann::json params) {
   conn->Send(n);
 }
 
+void ClientImpl::Restart(const std::string& why) {
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || gave_up_ || !supervisor_.joinable()) return;
+    restart_requested_ = true;
+    generation = generation_;
+  }
+  OnDead(generation, "restarted: " + why, "restarted: " + why);
+}
+
 void ClientImpl::Stop() {
   std::lock_guard<std::mutex> stop_lock(stop_mu_);
   std::map<int64_t, Pending> failed;
@@ -331,10 +345,13 @@ void ClientImpl::Supervise() {
       why = outcome.why;
     }
     CloseCurrent();
+    bool requested = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) break;
+      requested = std::exchange(restart_requested_, false);
     }
+    if (requested && outcome.ok) continue;  // Restart(): at once, not a failure
     if (outcome.fatal) return GiveUp(why);
     if (++failures > options_.max_restarts)
       return GiveUp(why + " (gave up after " + std::to_string(options_.max_restarts) +

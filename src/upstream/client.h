@@ -139,6 +139,11 @@ class Client {
   // Sends a notification (notifications/initialized is the client's own business: not needed).
   // Dropped when the client is not ready.
   virtual void Notify(const std::string& method, nlohmann::json params) = 0;
+  // Ends the current server and starts a new one now, without backoff and without counting a
+  // failure (a stdio server's start_env is read again: a rotated credential). Requests in flight
+  // on it complete with -32603 "upstream NAME: restarted: WHY"; later ones wait for the new one.
+  // Nothing happens when stopped or not started. Test doubles may ignore it.
+  virtual void Restart(const std::string& why) { (void)why; }
   // Stops for good: the stdio server's sandbox is ended (no orphaned processes: the whole
   // `warden run` tree is gone when Stop returns), an HTTP session is ended with DELETE;
   // every request in flight completes with -32603 "upstream NAME: stopped". Idempotent.

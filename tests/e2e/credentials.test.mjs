@@ -7,7 +7,7 @@
 // received is in its own log, which the test reads directly.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { createPublicKey, randomBytes, verify } from 'node:crypto';
+import { createHash, createPublicKey, randomBytes, verify } from 'node:crypto';
 import { createServer } from 'node:http';
 import { readFileSync, writeFileSync, chmodSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -339,6 +339,28 @@ test('a stdio upstream gets the user\'s secret in its environment; every path it
   // The value never was in any process's argv (world-readable in /proc).
   const ps = spawnSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).stdout;
   assertNoSecret(ps, 'the process list');
+  await client.close();
+});
+
+test('a stdio instance in use is restarted with the new value when its secret rotates', async () => {
+  const sha = (v) => createHash('sha256').update(v).digest('hex');
+  const { client } = await connect('alice');
+  const held = async () => JSON.parse(resultText(await client.callTool({ name: 's__env', arguments: {} })));
+  const before = await held();
+  assert.equal(before.sha256, sha(secrets.aliceToken));
+  const fresh = `alice-svc-rotated-${randomBytes(6).toString('hex')}`;
+  secrets.aliceTokenRotated = fresh;
+  setSecret('service_token', fresh, ['--tenant', 'acme', '--user', 'alice']);
+  // The gateway notices at its next call (at most every 100 ms) and restarts the instance; the
+  // session's calls then reach a server holding the new value.
+  let after = before;
+  for (let i = 0; i < 50 && after.sha256 !== sha(fresh); i += 1) {
+    await new Promise((r) => setTimeout(r, 150));
+    try { after = await held(); } catch { /* a call in flight on the old server fails */ }
+  }
+  // A process's environment is fixed at its start: a new value means a new server process.
+  assert.equal(after.sha256, sha(fresh), 'the same session now reaches a server with the new secret');
+  assertNoSecret(JSON.stringify(after), 'the result after the restart');
   await client.close();
 });
 

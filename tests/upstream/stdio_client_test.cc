@@ -166,6 +166,37 @@ TEST(StdioClient, ServerDeathFailsCallsInFlightThenTheClientRestarts) {
   EXPECT_NE(client->pid(), first_pid);
 }
 
+TEST(StdioClient, RestartStartsANewServerWithAFreshEnvironmentAtOnceAndCountsNoFailure) {
+  Recorder rec;
+  Spec spec = EchoSpec();
+  std::atomic<int> starts{0};
+  // The environment is read at every start (a rotated credential reaches the next process).
+  spec.start_env = [&starts]() -> Result<std::map<std::string, std::string>> {
+    return std::map<std::string, std::string>{{"GENERATION", std::to_string(++starts)}};
+  };
+  ClientOptions options = FastOptions();
+  options.max_restarts = 0;  // a Restart is no failure: even with none allowed it restarts
+  options.backoff_initial = 10s;  // and it does not wait out a backoff
+  options.backoff_max = 10s;
+  auto client = Started(spec, rec.Hook(), options);
+  ASSERT_TRUE(client);
+  const int first_pid = client->pid();
+  Reply slow;
+  client->Send("tools/call", ToolCall("slow", {{"seconds", 5}}), slow.Hook());
+  client->Restart("its credentials changed");
+  ASSERT_TRUE(slow.Ready(3s));
+  EXPECT_EQ(ErrorMessage(slow.future.get()), "upstream echo: restarted: its credentials changed");
+  EXPECT_TRUE(Eventually([&] { return rec.Count(State::kReady) >= 2; }, 5000ms));
+  EXPECT_EQ(rec.Count(State::kRestarting), 0);
+  EXPECT_EQ(rec.LastWhy(State::kStarting), "restarted: its credentials changed");
+  EXPECT_EQ(starts.load(), 2);
+  EXPECT_EQ(ToolText(client->Call("tools/call", ToolCall("echo", {{"text", "back"}}))), "back");
+  EXPECT_NE(client->pid(), first_pid);
+  client->Stop();
+  client->Restart("after stop");  // nothing happens
+  EXPECT_EQ(client->state(), State::kStopped);
+}
+
 TEST(StdioClient, ExhaustedRestartsStopForGood) {
   Recorder rec;
   Spec spec;

@@ -105,11 +105,15 @@ void CredentialBroker::Refresh() {
       spdlog::warn("credentials: the store's signing keys could not be taken up: {}", replaced.message());
   }
   auto all = store_->List();
-  if (!all) return;
-  for (const credentials::SecretInfo& info : *all) {
-    auto found = store_->Get(info.scope.tenant, info.scope.user, info.scope.upstream, info.name);
-    if (found && *found) redactor_.Add(info.name, (*found)->value);
+  if (all) {
+    for (const credentials::SecretInfo& info : *all) {
+      auto found = store_->Get(info.scope.tenant, info.scope.user, info.scope.upstream, info.name);
+      if (found && *found) redactor_.Add(info.name, (*found)->value);
+    }
   }
+  if (!elsewhere) return;
+  std::lock_guard lock(listener_mu_);
+  if (on_store_changed_) on_store_changed_();
 }
 
 Result<std::string> CredentialBroker::Secret(const std::string& name, const std::string& upstream,

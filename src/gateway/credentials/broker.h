@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -76,6 +77,14 @@ class CredentialBroker {
   // minter also takes the store's signing keys again (a rotation by `warden secrets rotate
   // --signing-key` is used from then on). Cheap when nothing changed.
   void Refresh();
+  // Called (outside the broker's lock, on the thread that noticed) after Refresh saw the store
+  // changed by another process: the instance registry restarts stdio servers whose environment
+  // changed. Empty: nobody. Must not block.
+  // Returns once no call of the previous listener is running (so that its owner may go).
+  void SetOnStoreChanged(std::function<void()> listener) {
+    std::lock_guard lock(listener_mu_);
+    on_store_changed_ = std::move(listener);
+  }
 
   const credentials::Redactor& redactor() const { return redactor_; }
   credentials::TokenMinter* minter() const { return minter_; }
@@ -107,6 +116,8 @@ class CredentialBroker {
 
   std::mutex mu_;
   bool refreshed_ = false;
+  std::mutex listener_mu_;  // held while the listener runs
+  std::function<void()> on_store_changed_;
   std::chrono::steady_clock::time_point checked_{};  // the last ChangedElsewhere
   // Tokens for warden's own requests: by (upstream, tenant, user).
   std::map<std::string, credentials::Token> instance_tokens_;

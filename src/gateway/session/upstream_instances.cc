@@ -340,6 +340,8 @@ UpstreamInstances::UpstreamInstances(GatewayCore& core) : core_(core) {
     RunGuarded("upstream reaper", "idle upstream instances are no longer stopped",
                [this] { ReaperLoop(); });
   });
+  if (CredentialBroker* broker = core_.options().services.credentials)
+    broker->SetOnStoreChanged([this] { CredentialsChanged(); });
 }
 
 UpstreamInstances::~UpstreamInstances() { StopAll(); }
@@ -393,6 +395,7 @@ UpstreamInstances::Acquired UpstreamInstances::Acquire(
   // Credentials (docs/credentials.md). The instance's owner is who they are for: per_user, the
   // tenant's user; per_session, the session's caller (the loader refuses them with `shared`).
   std::string credentials_digest;
+  std::function<std::string()> digest_now;
   if (up.credentials.uses_secrets || up.credentials.uses_tokens) {
     CredentialBroker* broker = core_.options().services.credentials;
     const CredentialOwner owner{caller.tenant, caller.user, ""};
@@ -401,10 +404,12 @@ UpstreamInstances::Acquired UpstreamInstances::Acquire(
       // Resolved now for the digest (a rotated secret makes a new instance for new sessions),
       // and again at each start; a secret that is missing stops the instance, and its calls
       // fail naming the secret.
-      if (broker) {
-        auto env = broker->Environment(policy, name, owner);
-        credentials_digest = env ? audit::Sha256Hex(json(*env).dump()) : "unresolved";
-      }
+      digest_now = [broker, policy_now, name, owner]() -> std::string {
+        if (!broker) return "";
+        auto env = broker->Environment(*policy_now, name, owner);
+        return env ? audit::Sha256Hex(json(*env).dump()) : "unresolved";
+      };
+      credentials_digest = digest_now();
       spec.start_env = [broker, policy_now, name,
                         owner]() -> Result<std::map<std::string, std::string>> {
         if (!broker) return Status::Error("the policy names secrets but this gateway has no store");
@@ -429,7 +434,8 @@ UpstreamInstances::Acquired UpstreamInstances::Acquire(
       };
     }
   }
-  identity.fingerprint = Fingerprint(name, up, spec) + credentials_digest;
+  const std::string fingerprint_base = Fingerprint(name, up, spec);
+  identity.fingerprint = fingerprint_base + credentials_digest;
   const std::string key = json::array({name, identity.owner, identity.fingerprint}).dump();
 
   std::shared_ptr<UpstreamInstance> instance;
@@ -484,6 +490,11 @@ UpstreamInstances::Acquired UpstreamInstances::Acquire(
       cv_.notify_all();
     }
     instance = std::make_shared<UpstreamInstance>(core_, identity);
+    if (digest_now) {
+      instance->digest_now_ = std::move(digest_now);
+      instance->digest_ = credentials_digest;
+      instance->fingerprint_base_ = fingerprint_base;
+    }
     live_[key] = instance;
   }
 
@@ -591,7 +602,49 @@ void UpstreamInstances::ReaperLoop() {
   }
 }
 
+void UpstreamInstances::CredentialsChanged() {
+  At(Clock::now(), [this] {
+    struct Candidate {
+      std::string key;
+      std::shared_ptr<UpstreamInstance> instance;
+      std::function<std::string()> digest_now;
+      std::string digest;
+    };
+    std::vector<Candidate> candidates;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [key, inst] : live_)
+        if (inst->digest_now_) candidates.push_back({key, inst, inst->digest_now_, inst->digest_});
+    }
+    for (Candidate& c : candidates) {
+      const std::string now = c.digest_now();  // reads the store: outside the lock
+      if (now == c.digest || c.instance->stopped()) continue;
+      {
+        std::lock_guard lock(mu_);
+        auto it = live_.find(c.key);
+        if (it == live_.end() || it->second != c.instance) continue;
+        // Found again under its new environment's key; a newer instance a session already
+        // started under that key keeps it.
+        const UpstreamInstance::Identity& id = c.instance->identity();
+        const std::string key =
+            json::array({id.upstream, id.owner, c.instance->fingerprint_base_ + now}).dump();
+        live_.erase(it);
+        if (!live_.count(key)) live_[key] = c.instance;
+        else to_stop_.push_back(c.instance);  // let go when its holders are gone
+        c.instance->digest_ = now;
+      }
+      std::fprintf(stderr, "warden: upstream %s (%s): restarting: its credentials changed\n",
+                   c.instance->name().c_str(), c.instance->identity().owner.c_str());
+      c.instance->client().Restart("its credentials changed");
+    }
+  });
+}
+
 void UpstreamInstances::StopAll() {
+  // First, and without the registry's lock: it waits for a notification in progress, which
+  // takes that lock.
+  if (CredentialBroker* broker = core_.options().services.credentials)
+    broker->SetOnStoreChanged(nullptr);
   std::vector<std::shared_ptr<UpstreamInstance>> stop;
   {
     std::lock_guard lock(mu_);

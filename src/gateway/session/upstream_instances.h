@@ -145,6 +145,13 @@ class UpstreamInstance : public std::enable_shared_from_this<UpstreamInstance> {
   std::vector<std::weak_ptr<InstanceListener>> listeners_;
   std::map<std::string, int> subscriptions_;
   std::chrono::steady_clock::time_point idle_since_ = std::chrono::steady_clock::now();
+
+  // A stdio server whose environment holds secrets (set by Acquire, then the registry's lock):
+  // the digest of that environment it was started with, how to compute it now, and the
+  // fingerprint without it (for the registry's key once it changes).
+  std::function<std::string()> digest_now_;
+  std::string digest_;
+  std::string fingerprint_base_;
 };
 
 // The registry of live instances, one per gateway (GatewayCore::instances()). Thread-safe.
@@ -173,6 +180,10 @@ class UpstreamInstances {
   void At(std::chrono::steady_clock::time_point when, std::function<void()> work);
   // Stops every instance and the reaper. Idempotent.
   void StopAll();
+  // The secret store changed in another process: every live stdio instance whose environment
+  // (its user's secrets) is now different is restarted with the new one, on the registry's
+  // thread. Calls in flight on it fail saying so. docs/credentials.md, "Rotation".
+  void CredentialsChanged();
 
   struct Counts {
     size_t live = 0;  // instances running (or starting)
