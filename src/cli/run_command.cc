@@ -31,8 +31,10 @@ RunCommand::RunCommand(CLI::App& app) {
   s->add_option("--allow", allow_, "Allow egress to HOST[:PORT] (implies --net proxy)");
   s->add_option("--resolve", resolve_, "Map HOST=IP for the egress proxy");
   s->add_option("--egress-credential", credentials_,
-                "ENV=HOST[:PORT]: the sandbox sees $ENV as a placeholder; the egress proxy puts "
-                "this process's $ENV in its place in plain-HTTP requests to HOST:PORT only");
+                "ENV=HOST[:PORT] or ENV=https://HOST[:PORT]: the sandbox sees $ENV as a placeholder; "
+                "the egress proxy puts this process's $ENV in its place in requests to HOST:PORT "
+                "only (for https://, inside TLS it terminates with a CA the sandbox trusts for "
+                "HOST alone)");
   s->add_option("--backend", backend_, "Isolation backend: native (default), gvisor, microvm");
   s->add_option("--pool", pool_, "Run in a pre-warmed sandbox of the pool serving this socket (warden pool start)");
   s->add_option("--json", json_, "Write the result record to FILE ('-' for stderr)");
@@ -79,13 +81,17 @@ int RunCommand::Execute() {
         return Fail("--egress-credential " + spec.env + ": not set in warden's environment" +
                     (spec.secret.empty() ? "" : " (the gateway fills it from secret '" + spec.secret + "')"));
       }
-      auto made = egress::MakeEgressCredential(spec.env, spec.host, spec.port, value);
+      auto made = egress::MakeEgressCredential(spec.env, spec.host, spec.port, value, spec.tls);
       if (!made) return Fail(made.status().message());
       credentials.push_back(std::move(*made));
     }
     auto created = egress::SandboxNetwork::Create(o.allow, o.resolve, {}, "", credentials);
     if (!created) return Fail(created.status().message());
     for (const auto& c : credentials) o.env[c.name] = c.placeholder;
+    if (!(*created)->trust_bundle_path().empty()) {
+      // Credentials over HTTPS: the sandbox trusts its own CA (and the system's) through this.
+      o.binds.push_back({(*created)->trust_bundle_path(), egress::SandboxNetwork::kTrustBundleInside, false});
+    }
     o.egress_credentials.clear();  // consumed: what the sandbox has now is the placeholder
     network = std::move(*created);
     // A busy tunnel holds two sockets and two pipes in this process.

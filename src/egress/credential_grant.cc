@@ -10,7 +10,7 @@
 namespace warden::egress {
 
 Result<EgressCredential> MakeEgressCredential(std::string name, std::string_view host,
-                                              uint16_t port, std::string value) {
+                                              uint16_t port, std::string value, bool tls) {
   const std::string what = "credential " + name;
   if (value.size() < kMinCredentialBytes) {
     return Status::Error(what + ": the value is " + std::to_string(value.size()) +
@@ -30,6 +30,10 @@ Result<EgressCredential> MakeEgressCredential(std::string name, std::string_view
   c.name = std::move(name);
   c.host = parsed->name;
   c.port = port;
+  c.tls = tls;
+  if (tls && parsed->address) {
+    return Status::Error(what + ": a credential over HTTPS needs a host name, not an address");
+  }
   // Letters and digits drawn uniformly (rejection sampling), as long as the value.
   static constexpr char kAlphabet[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -89,19 +93,25 @@ void StreamRewriter::Flush(std::string* out) {
   carry_.clear();
 }
 
+std::string CredentialDestination(const EgressCredential& c) {
+  const bool v6 = c.host.find(':') != std::string::npos;
+  return (c.tls ? "https://" : "") + (v6 ? "[" + c.host + "]" : c.host) + ":" + std::to_string(c.port);
+}
+
 GrantPlan PlanGrants(const std::vector<EgressCredential>& credentials, std::string_view host,
-                     uint16_t port, std::string_view head) {
+                     uint16_t port, std::string_view head, bool tls) {
   GrantPlan plan;
   for (const EgressCredential& c : credentials) {
-    const bool here = c.host == host && c.port == port;
+    // A TLS credential never goes out in clear text, even to its own host.
+    const bool here = c.host == host && c.port == port && c.tls == tls;
     const bool carried = head.find(c.placeholder) != std::string_view::npos;
     if (here) {
       plan.request.push_back({c.placeholder, c.value, false, c.name});
       plan.response.push_back({c.value, c.placeholder, false, c.name});
       if (carried) plan.used.push_back(c.name);
     } else {
-      const std::string reason = "the placeholder of credential " + c.name + " may only go to " +
-                                 c.host + ":" + std::to_string(c.port);
+      const std::string reason =
+          "the placeholder of credential " + c.name + " may only go to " + CredentialDestination(c);
       if (carried && plan.refused.empty()) plan.refused = reason;
       plan.request.push_back({c.placeholder, "", true, reason});
     }

@@ -1,8 +1,9 @@
 // Credentials for sandboxed code that the code never holds (docs/egress.md, "Credentials"): the
 // sandbox sees a placeholder of the same length as the real value; the proxy puts the value in
-// place of the placeholder in plain-HTTP requests to the one host:port the credential is granted
-// for, puts the placeholder back in place of the value in what that host answers, and refuses a
-// request that carries the placeholder anywhere else. Pure code, no I/O.
+// place of the placeholder in requests to the one destination the credential is granted for
+// (plain HTTP to host:port, or HTTPS to it when `tls`, inside a tunnel the proxy terminates:
+// tls_intercept.h), puts the placeholder back in place of the value in what that host answers,
+// and refuses a request that carries the placeholder anywhere else. Pure code, no I/O.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@ struct EgressCredential {
   std::string name;         // the variable the sandbox sees it as (for messages and records)
   std::string host;         // normalised (ParseHost)
   uint16_t port = 80;
+  bool tls = false;         // sent only inside an intercepted TLS tunnel to host:port
   std::string value;        // never enters the sandbox
   std::string placeholder;  // what the sandbox holds instead: random, value.size() characters
 };
@@ -26,7 +28,9 @@ struct EgressCredential {
 // fields) and the host, and draws a fresh placeholder. Errors name the credential.
 constexpr size_t kMinCredentialBytes = 8;
 Result<EgressCredential> MakeEgressCredential(std::string name, std::string_view host,
-                                              uint16_t port, std::string value);
+                                              uint16_t port, std::string value, bool tls = false);
+// "host:port", or "https://host:port" for a TLS credential: where it may go, for messages.
+std::string CredentialDestination(const EgressCredential& c);
 
 // Replaces byte strings by others of the same length in a stream cut into arbitrary pieces, so
 // that a body's framing (Content-Length, chunk sizes) stays right; or, for a `refuse` rule,
@@ -61,7 +65,8 @@ class StreamRewriter {
   uint64_t replaced_ = 0;
 };
 
-// What the proxy does with one plain-HTTP request (or CONNECT head) to host:port.
+// What the proxy does with one request to host:port: plain HTTP (or a CONNECT head), or, with
+// `tls`, a request inside an intercepted TLS tunnel.
 struct GrantPlan {
   std::string refused;  // non-empty: the reason to refuse it (a placeholder going elsewhere)
   std::vector<StreamRewriter::Rule> request;   // placeholder -> value, and refusals
@@ -71,7 +76,7 @@ struct GrantPlan {
 // `head` is the request head as the client sent it. Placeholders of credentials for another
 // destination in it refuse the request; the body is checked by the `request` rules.
 GrantPlan PlanGrants(const std::vector<EgressCredential>& credentials, std::string_view host,
-                     uint16_t port, std::string_view head);
+                     uint16_t port, std::string_view head, bool tls = false);
 
 // Every occurrence of each rule's `from` in `text` replaced (same-length rules only).
 void ReplaceAll(const std::vector<StreamRewriter::Rule>& rules, std::string& text);

@@ -9,9 +9,10 @@
 
 namespace warden::egress {
 
-enum class Protocol { kConnect, kHttp, kSocks5 };
+// kHttps: one request inside a tunnel whose TLS the proxy terminates (tls_intercept.h).
+enum class Protocol { kConnect, kHttp, kSocks5, kHttps };
 
-// "connect", "http", "socks5": the names records and JSON use.
+// "connect", "http", "socks5", "https": the names records and JSON use.
 std::string_view ProtocolName(Protocol protocol);
 
 // One attempt to reach a destination, as the hook sees it.

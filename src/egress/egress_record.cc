@@ -13,6 +13,8 @@ std::string_view ProtocolName(Protocol protocol) {
       return "http";
     case Protocol::kSocks5:
       return "socks5";
+    case Protocol::kHttps:
+      return "https";
   }
   return "unknown";
 }
@@ -44,7 +46,7 @@ void to_json(nlohmann::json& j, const EgressRecord& r) {
       {"bytes_down", r.bytes_down},
       {"duration_ms", r.duration_ms},
   };
-  if (r.protocol == Protocol::kHttp) {
+  if (r.protocol == Protocol::kHttp || r.protocol == Protocol::kHttps) {
     j["method"] = r.http_method;
     j["target"] = r.http_target;
     j["status"] = r.http_status;

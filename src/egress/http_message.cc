@@ -344,7 +344,8 @@ Result<AbsoluteUrl> ParseAbsoluteHttpUrl(std::string_view target) {
   return url;
 }
 
-std::string BuildUpstreamRequestHead(const RequestHead& head, const AbsoluteUrl& url, bool close) {
+std::string BuildUpstreamRequestHead(const RequestHead& head, const AbsoluteUrl& url, bool close,
+                                     uint16_t default_port) {
   std::string out;
   out.reserve(512);
   out += head.method;
@@ -353,7 +354,7 @@ std::string BuildUpstreamRequestHead(const RequestHead& head, const AbsoluteUrl&
   out += head.version_minor == 1 ? " HTTP/1.1\r\nHost: " : " HTTP/1.0\r\nHost: ";
   bool v6 = url.authority.host.find(':') != std::string::npos;
   out += v6 ? "[" + url.authority.host + "]" : url.authority.host;
-  if (url.authority.port != 80) out += ":" + std::to_string(url.authority.port);
+  if (url.authority.port != default_port) out += ":" + std::to_string(url.authority.port);
   out += "\r\n";
   for (const auto& f : head.headers) {
     if (EqualsIgnoreCase(f.name, "host") || StartsWithIgnoreCase(f.name, "proxy-") ||

@@ -80,8 +80,10 @@ Result<AbsoluteUrl> ParseAbsoluteHttpUrl(std::string_view target);
 
 // The head to send upstream: origin-form target, the client's HTTP version, Host set from the
 // URL (any Host the client sent is dropped), Proxy-* and hop-by-hop fields (Connection and the
-// fields it names, Keep-Alive, TE, Upgrade) removed, and "Connection: close" when `close`.
-std::string BuildUpstreamRequestHead(const RequestHead& head, const AbsoluteUrl& url, bool close);
+// fields it names, Keep-Alive, TE, Upgrade) removed, and "Connection: close" when `close`. The
+// Host field leaves out `default_port` (80; 443 inside a TLS tunnel).
+std::string BuildUpstreamRequestHead(const RequestHead& head, const AbsoluteUrl& url, bool close,
+                                     uint16_t default_port = 80);
 // The head to send the client: "HTTP/1.1 status reason", hop-by-hop fields removed,
 // Content-Length dropped when Transfer-Encoding is present, "Connection: close" when `close`.
 std::string BuildClientResponseHead(const ResponseHead& head, bool close);

@@ -4,6 +4,8 @@
 
 #include <sys/socket.h>
 
+#include <cstring>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -70,6 +72,70 @@ EgressProxy::Impl::Impl(ProxyOptions opts)
       resolver(std::make_unique<ResolverPool>(options.limits.resolver_threads,
                                               options.limits.resolver_queue)) {
   gate->io = &io;
+  if (!options.tls_intercepts.empty()) SetUpTls();
+}
+
+namespace {
+
+// ALPN on intercepted tunnels: HTTP/1.1 only (the proxy reads requests one by one); a client
+// that offers nothing else gets no ALPN answer and falls back to it, as ALPN allows.
+int SelectHttp11(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+                 unsigned int inlen, void*) {
+  for (unsigned int i = 0; i < inlen;) {
+    const unsigned int n = in[i];
+    if (i + 1 + n > inlen) break;
+    if (n == 8 && std::memcmp(in + i + 1, "http/1.1", 8) == 0) {
+      *out = in + i + 1;
+      *outlen = static_cast<unsigned char>(n);
+      return SSL_TLSEXT_ERR_OK;
+    }
+    i += 1 + n;
+  }
+  return SSL_TLSEXT_ERR_NOACK;
+}
+
+constexpr auto kTlsOptions = asio::ssl::context::default_workarounds |
+                             asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
+                             asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1;
+
+}  // namespace
+
+void EgressProxy::Impl::SetUpTls() {
+  std::string step;
+  try {
+    step = "the client context for the real hosts";
+    upstream_tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+    upstream_tls->set_options(kTlsOptions);
+    if (options.upstream_ca_file.empty()) {
+      upstream_tls->set_default_verify_paths();
+    } else {
+      step = "the CA file " + options.upstream_ca_file;
+      upstream_tls->load_verify_file(options.upstream_ca_file);
+    }
+    upstream_tls->set_verify_mode(asio::ssl::verify_peer);
+    for (const TlsIntercept& t : options.tls_intercepts) {
+      step = "the certificate for " + t.host + ":" + std::to_string(t.port);
+      auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+      ctx->set_options(kTlsOptions);
+      ctx->use_certificate_chain(asio::buffer(t.cert_pem));
+      ctx->use_private_key(asio::buffer(t.key_pem), asio::ssl::context::pem);
+      SSL_CTX_set_alpn_select_cb(ctx->native_handle(), SelectHttp11, nullptr);
+      intercept_contexts.emplace_back(t.host + ":" + std::to_string(t.port), std::move(ctx));
+    }
+  } catch (const std::exception& e) {
+    tls_error = "TLS interception: " + step + ": " + e.what();
+    intercept_contexts.clear();
+    upstream_tls.reset();
+  }
+}
+
+asio::ssl::context* EgressProxy::Impl::InterceptFor(const std::string& host, uint16_t port) {
+  if (intercept_contexts.empty()) return nullptr;
+  const std::string key = host + ":" + std::to_string(port);
+  for (auto& [k, ctx] : intercept_contexts) {
+    if (k == key) return ctx.get();
+  }
+  return nullptr;
 }
 
 void EgressProxy::Impl::Log(const std::string& line) const {
@@ -204,6 +270,7 @@ EgressProxy::~EgressProxy() {
 }
 
 Status EgressProxy::AddListener(UniqueFd listening_fd) {
+  if (!impl_->tls_error.empty()) return Status::Error(impl_->tls_error);
   auto family = SocketFamily(listening_fd.get(), SOCK_STREAM, /*listening=*/true);
   if (!family.ok()) return family.status();
   auto acceptor = std::make_unique<tcp::acceptor>(impl_->io);

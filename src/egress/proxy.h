@@ -18,6 +18,7 @@
 #include "common/unique_fd.h"
 #include "egress/allow_list.h"
 #include "egress/credential_grant.h"
+#include "egress/tls_intercept.h"
 #include "egress/decision.h"
 #include "egress/dns_stub.h"
 #include "egress/egress_record.h"
@@ -74,8 +75,14 @@ struct ProxyOptions {
   std::function<void(std::string_view)> log;
   std::string session_id;  // copied into every Attempt and record
   // Credentials the sandbox holds as placeholders (credential_grant.h): put in by the proxy in
-  // plain-HTTP requests to their host:port, refused anywhere else.
+  // requests to their host:port, refused anywhere else.
   std::vector<EgressCredential> credentials;
+  // Tunnels (CONNECT, SOCKS5) to these host:port are TLS the proxy terminates with the given
+  // certificate and opens anew to the real host, so that TLS credentials can be put in
+  // (tls_intercept.h). The real host's certificate must verify against `upstream_ca_file`, or
+  // OpenSSL's default trust (SSL_CERT_FILE, /etc/ssl/certs) when that is empty.
+  std::vector<TlsIntercept> tls_intercepts;
+  std::string upstream_ca_file;
   ProxyLimits limits;
   // Forward tunnels and plain bodies with splice(2) through a pipe per direction (no copy
   // through user space; 2 more fds per direction). Falls back to copying when unavailable.
@@ -111,7 +118,8 @@ class EgressProxy {
 
   // Serves a TCP socket that is already bound and listening, e.g. one created inside a
   // sandbox's network namespace. Takes ownership. Thread-safe; may be called while running.
-  // Error when the fd is not a listening TCP socket.
+  // Error when the fd is not a listening TCP socket, or when the TLS interception the options
+  // ask for cannot be set up (a bad certificate or CA file): then nothing is served.
   Status AddListener(UniqueFd listening_fd);
   // Serves the DNS stub (dns_stub.h) on a bound UDP socket. Takes ownership. Thread-safe.
   Status AddDnsSocket(UniqueFd udp_fd);

@@ -8,12 +8,15 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/udp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_set>
 #include <vector>
 
@@ -68,6 +71,15 @@ struct EgressProxy::Impl {
   std::unique_ptr<asio::steady_timer> stop_failsafe;  // set by StopOnLoop
   // Called by each session as it ends (after its record).
   void SessionEnded(Session* session, bool over_limit);
+
+  // TLS interception (ProxyOptions::tls_intercepts): a server context per intercepted
+  // "host:port", and the client context that verifies the real hosts. Made by the constructor;
+  // when that failed, tls_error says why and AddListener refuses to serve.
+  void SetUpTls();
+  asio::ssl::context* InterceptFor(const std::string& host, uint16_t port);
+  std::vector<std::pair<std::string, std::unique_ptr<asio::ssl::context>>> intercept_contexts;
+  std::unique_ptr<asio::ssl::context> upstream_tls;
+  std::string tls_error;
 
   std::thread thread;
   std::atomic<bool> stop_requested{false};
@@ -140,11 +152,15 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::awaitable<boost::system::error_code> ReadMore(size_t limit);
 
   // Protocols.
-  asio::awaitable<void> ServeHttp();
+  // `first`: inbuf_ already holds the start of the first request.
+  asio::awaitable<void> ServeHttp(bool first = true);
   asio::awaitable<void> ServeConnect(const http::RequestHead& head, EgressRecord& rec);
   // Returns whether the client connection may carry another request.
   asio::awaitable<bool> ServeHttpRequest(const http::RequestHead& head, EgressRecord& rec);
   asio::awaitable<void> ServeSocks5();
+  // A tunnel to an intercepted host (rec.host:rec.port, connected): TLS with the client under
+  // `server`, TLS with the real host verified, then HTTP/1.1 requests in between (ServeHttp).
+  asio::awaitable<void> ServeIntercepted(asio::ssl::context& server, EgressRecord& rec);
 
   // The decision (hook -> allow-list), then addresses, the address guard and the connection.
   Outcome Decide(EgressRecord& rec, const std::string& raw_host, uint16_t port, Host* host);
@@ -155,6 +171,16 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::awaitable<Outcome> DecideAndConnect(EgressRecord& rec, const std::string& raw_host,
                                             uint16_t port);
   asio::awaitable<Result<std::vector<IpAddress>>> ResolveName(const std::string& name);
+
+  // I/O on one side (client_ or upstream_): through its TLS stream once it has one.
+  using TlsStream = asio::ssl::stream<tcp::socket&>;
+  TlsStream* TlsOf(tcp::socket& s) const {
+    return &s == &client_ ? client_tls_.get() : upstream_tls_.get();
+  }
+  asio::awaitable<std::tuple<boost::system::error_code, size_t>> ReadSome(tcp::socket& s,
+                                                                          asio::mutable_buffer b);
+  asio::awaitable<std::tuple<boost::system::error_code, size_t>> WriteAll(tcp::socket& s,
+                                                                          asio::const_buffer b);
 
   // Forwarding.
   asio::awaitable<void> Splice(EgressRecord& rec);
@@ -229,6 +255,15 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string current_head_;
   GrantPlan grant_;
   std::string refused_in_body_;
+
+  // An intercepted tunnel: the TLS streams over client_ and upstream_, its destination, and the
+  // rule that allowed it (each request inside is recorded with it).
+  std::unique_ptr<TlsStream> client_tls_;
+  std::unique_ptr<TlsStream> upstream_tls_;
+  bool intercepted_ = false;
+  std::string tunnel_host_;
+  uint16_t tunnel_port_ = 0;
+  std::string tunnel_rule_;
 };
 
 }  // namespace warden::egress

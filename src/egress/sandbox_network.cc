@@ -1,8 +1,16 @@
 #include "egress/sandbox_network.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <optional>
+#include <sstream>
 
 #include "egress/host_name.h"
 #include "sandbox/result.h"
@@ -33,7 +41,19 @@ Result<std::unique_ptr<SandboxNetwork>> SandboxNetwork::Create(const std::vector
                            " is not on the allow list (add --allow " + c.host + ":" + std::to_string(c.port) + ")");
     }
   }
+  // Credentials over HTTPS: a CA for this sandbox alone, constrained to their hosts.
+  std::vector<InterceptTarget> tls_targets;
+  for (const EgressCredential& c : credentials) {
+    if (c.tls) tls_targets.push_back({c.host, c.port});
+  }
+  std::optional<InterceptAuthority> authority;
+  if (!tls_targets.empty()) {
+    auto made = MakeInterceptAuthority(tls_targets);
+    if (!made) return made.status().Wrap("--egress-credential");
+    authority = std::move(*made);
+  }
   ProxyOptions options;
+  if (authority) options.tls_intercepts = authority->intercepts;
   options.allow_list = std::move(*list);
   options.resolve = std::move(*map);
   options.hook = std::move(hook);
@@ -47,11 +67,46 @@ Result<std::unique_ptr<SandboxNetwork>> SandboxNetwork::Create(const std::vector
   };
   auto network = std::unique_ptr<SandboxNetwork>(new SandboxNetwork(std::move(options)));
   network->events_ = std::move(events);
+  if (authority) {
+    WARDEN_RETURN_IF_ERROR(network->WriteTrustBundle(authority->ca_pem));
+  }
   return network;
+}
+
+Status SandboxNetwork::WriteTrustBundle(const std::string& ca_pem) {
+  // mkdtemp: a fresh directory nobody else can have planted anything in; 0755 so that the
+  // sandbox's user (any uid) can read the bundle through the bind. Nothing in it is secret.
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp != nullptr && *tmp == '/' ? tmp : "/tmp") + "/warden-egress-ca-XXXXXX";
+  if (mkdtemp(templ.data()) == nullptr) return Status::FromErrno("--egress-credential: create the CA bundle's directory", errno);
+  bundle_dir_ = templ;
+  if (chmod(bundle_dir_.c_str(), 0755) != 0) return Status::FromErrno("--egress-credential: chmod " + bundle_dir_, errno);
+  std::string system;
+  {
+    std::ifstream in("/etc/ssl/certs/ca-certificates.crt", std::ios::binary);
+    std::ostringstream buf;
+    if (in) buf << in.rdbuf();
+    system = buf.str();
+  }
+  const std::string bundle = TrustBundle(system, ca_pem);
+  const std::string path = bundle_dir_ + "/ca.pem";
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd.valid()) return Status::FromErrno("--egress-credential: create " + path, errno);
+  size_t done = 0;
+  while (done < bundle.size()) {
+    ssize_t n = write(fd.get(), bundle.data() + done, bundle.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::FromErrno("--egress-credential: write " + path, errno);
+    done += static_cast<size_t>(n);
+  }
+  bundle_path_ = path;
+  return Status::Ok();
 }
 
 SandboxNetwork::~SandboxNetwork() {
   if (proxy_) proxy_->Stop();
+  if (!bundle_path_.empty()) unlink(bundle_path_.c_str());
+  if (!bundle_dir_.empty()) rmdir(bundle_dir_.c_str());
 }
 
 std::map<std::string, std::string> SandboxNetwork::Environment() const {
@@ -59,8 +114,17 @@ std::map<std::string, std::string> SandboxNetwork::Environment() const {
   const std::string socks = "socks5h://127.0.0.1:" + std::to_string(kProxyPort);
   // No NO_PROXY: inside, TCP connects reach the proxy's port only (Landlock), so even
   // "localhost" goes through the proxy, where the refusal names its reason.
-  return {{"HTTP_PROXY", http}, {"http_proxy", http}, {"HTTPS_PROXY", http},
-          {"https_proxy", http}, {"ALL_PROXY", socks}, {"all_proxy", socks}};
+  std::map<std::string, std::string> env = {{"HTTP_PROXY", http},  {"http_proxy", http},
+                                            {"HTTPS_PROXY", http}, {"https_proxy", http},
+                                            {"ALL_PROXY", socks},  {"all_proxy", socks}};
+  if (!bundle_path_.empty()) {
+    // OpenSSL (and Python, Ruby, wget), curl, requests, Node and git each read their own.
+    for (const char* name : {"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE",
+                             "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO"}) {
+      env[name] = kTrustBundleInside;
+    }
+  }
+  return env;
 }
 
 std::vector<sandbox::net::LoopbackSocket> SandboxNetwork::Sockets() const {

@@ -27,6 +27,12 @@ class SandboxNetwork : public sandbox::NetworkProvider {
                                                         std::vector<EgressCredential> credentials = {});
   ~SandboxNetwork() override;
 
+  // Where the CA bundle is inside the sandbox when a credential goes over HTTPS: the system's
+  // CA certificates and the sandbox's own CA (tls_intercept.h). The caller binds
+  // trust_bundle_path() there, read-only; Environment() points the usual variables at it.
+  static constexpr const char* kTrustBundleInside = "/run/warden/egress-ca.pem";
+  const std::string& trust_bundle_path() const { return bundle_path_; }
+
   std::map<std::string, std::string> Environment() const override;
   std::vector<uint16_t> AllowedTcpPorts() const override { return {kProxyPort}; }
   std::vector<sandbox::net::LoopbackSocket> Sockets() const override;
@@ -35,10 +41,14 @@ class SandboxNetwork : public sandbox::NetworkProvider {
 
  private:
   explicit SandboxNetwork(ProxyOptions options) : options_(std::move(options)) {}
+  Status WriteTrustBundle(const std::string& ca_pem);
   ProxyOptions options_;
   // Notable proxy events (malformed requests, timeouts, limits), kept for the result's notes.
   std::shared_ptr<struct EventLog> events_;
   std::unique_ptr<EgressProxy> proxy_;
+  // A private directory of this process holding the bundle; removed with the network.
+  std::string bundle_dir_;
+  std::string bundle_path_;
 };
 
 }  // namespace warden::egress

@@ -8,6 +8,8 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <openssl/x509v3.h>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
@@ -193,8 +195,7 @@ asio::awaitable<error_code> Session::ReadMore(size_t limit) {
   const size_t chunk = std::min(limit - inbuf_.size(), kHeadReadChunk);
   const size_t old = inbuf_.size();
   inbuf_.resize(old + chunk);
-  auto [ec, n] =
-      co_await client_.async_read_some(asio::buffer(inbuf_.data() + old, chunk), kUseTuple);
+  auto [ec, n] = co_await ReadSome(client_, asio::buffer(inbuf_.data() + old, chunk));
   inbuf_.resize(old + n);
   if (n > 0) Touch();
   co_return ec;
@@ -223,9 +224,20 @@ void Session::Finish(EgressRecord& rec) {
   proxy_.Record(rec);
 }
 
+asio::awaitable<std::tuple<error_code, size_t>> Session::ReadSome(tcp::socket& s,
+                                                                 asio::mutable_buffer b) {
+  if (TlsStream* tls = TlsOf(s)) co_return co_await tls->async_read_some(b, kUseTuple);
+  co_return co_await s.async_read_some(b, kUseTuple);
+}
+
+asio::awaitable<std::tuple<error_code, size_t>> Session::WriteAll(tcp::socket& s,
+                                                                 asio::const_buffer b) {
+  if (TlsStream* tls = TlsOf(s)) co_return co_await asio::async_write(*tls, b, kUseTuple);
+  co_return co_await asio::async_write(s, b, kUseTuple);
+}
+
 asio::awaitable<error_code> Session::WriteClient(std::string_view data) {
-  auto [ec, n] =
-      co_await asio::async_write(client_, asio::buffer(data.data(), data.size()), kUseTuple);
+  auto [ec, n] = co_await WriteAll(client_, asio::buffer(data.data(), data.size()));
   if (!ec) Touch();
   co_return ec;
 }
@@ -334,12 +346,13 @@ Session::Outcome Session::Decide(EgressRecord& rec, const std::string& raw_host,
 Session::Outcome Session::PlanCredentials(EgressRecord& rec, const Host& host, uint16_t port) {
   grant_ = {};
   if (proxy_.options.credentials.empty()) return {};
-  grant_ = PlanGrants(proxy_.options.credentials, host.name, port, current_head_);
+  grant_ = PlanGrants(proxy_.options.credentials, host.name, port, current_head_,
+                      rec.protocol == Protocol::kHttps);
   if (!grant_.refused.empty()) {
     rec.rule_or_reason = grant_.refused;
     return {Failure::kDenied, rec.rule_or_reason};
   }
-  if (rec.protocol != Protocol::kHttp) {
+  if (rec.protocol != Protocol::kHttp && rec.protocol != Protocol::kHttps) {
     // A tunnel's bytes are not looked at: nothing is put in, and nothing can be refused later.
     grant_.request.clear();
     grant_.response.clear();
@@ -645,7 +658,7 @@ asio::awaitable<Session::BodyResult> Session::ForwardBody(tcp::socket& from, tcp
   // Writes what the rewriter lets through of `data` (all of it without one).
   auto pass = [&](std::string_view data, bool flush) -> asio::awaitable<BodyResult> {
     if (rewrite == nullptr) {
-      auto [wec, written] = co_await asio::async_write(to, asio::buffer(data.data(), data.size()), kUseTuple);
+      auto [wec, written] = co_await WriteAll(to, asio::buffer(data.data(), data.size()));
       if (wec) co_return BodyResult::kWriteError;
       counter += written;
       co_return BodyResult::kDone;
@@ -655,14 +668,15 @@ asio::awaitable<Session::BodyResult> Session::ForwardBody(tcp::socket& from, tcp
     if (!rewrite->refused().empty()) co_return BodyResult::kRefused;
     if (flush) rewrite->Flush(&rewritten);
     if (rewritten.empty()) co_return BodyResult::kDone;
-    auto [wec, written] = co_await asio::async_write(to, asio::buffer(rewritten), kUseTuple);
+    auto [wec, written] = co_await WriteAll(to, asio::buffer(rewritten));
     if (wec) co_return BodyResult::kWriteError;
     counter += written;
     co_return BodyResult::kDone;
   };
   while (!done()) {
     const bool from_pending = !pending.empty();
-    if (!from_pending && framing.kind != Kind::kChunked && rewrite == nullptr && CanSplice(dir)) {
+    if (!from_pending && framing.kind != Kind::kChunked && rewrite == nullptr &&
+        TlsOf(from) == nullptr && TlsOf(to) == nullptr && CanSplice(dir)) {
       // A body of known length, or one that runs to EOF: no need to look at its bytes.
       const uint64_t before = counter;
       SpliceResult r = co_await SpliceBytes(
@@ -685,10 +699,11 @@ asio::awaitable<Session::BodyResult> Session::ForwardBody(tcp::socket& from, tcp
     if (from_pending) {
       avail = pending;
     } else {
-      auto [ec, got] =
-          co_await from.async_read_some(asio::buffer(buf, limits_.buffer_bytes), kUseTuple);
+      auto [ec, got] = co_await ReadSome(from, asio::buffer(buf, limits_.buffer_bytes));
       if (ec) {
-        if (ec != asio::error::eof || framing.kind != Kind::kUntilClose) co_return BodyResult::kReadError;
+        // Over TLS, a close without close_notify is how many servers end such a body.
+        const bool eof = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
+        if (!eof || framing.kind != Kind::kUntilClose) co_return BodyResult::kReadError;
         BodyResult flushed = co_await pass({}, true);
         co_return flushed == BodyResult::kDone ? BodyResult::kEof : flushed;
       }
@@ -719,7 +734,7 @@ asio::awaitable<Session::BodyResult> Session::ForwardBody(tcp::socket& from, tcp
 asio::awaitable<Session::RequestResult> Session::SendRequest(const std::string& upstream_head,
                                                              http::BodyFraming framing,
                                                              EgressRecord& rec) {
-  auto [ec, n] = co_await asio::async_write(upstream_, asio::buffer(upstream_head), kUseTuple);
+  auto [ec, n] = co_await WriteAll(upstream_, asio::buffer(upstream_head));
   if (ec) co_return RequestResult::kUpstreamGone;
   rec.bytes_up += n;
   Touch();
@@ -764,12 +779,12 @@ asio::awaitable<Session::ResponseResult> Session::ForwardResponse(const http::Re
           std::min(limits_.max_response_header_bytes - respbuf_.size(), kHeadReadChunk);
       const size_t old = respbuf_.size();
       respbuf_.resize(old + chunk);
-      auto [ec, n] =
-          co_await upstream_.async_read_some(asio::buffer(respbuf_.data() + old, chunk), kUseTuple);
+      auto [ec, n] = co_await ReadSome(upstream_, asio::buffer(respbuf_.data() + old, chunk));
       respbuf_.resize(old + n);
       if (ec) {
-        out.error = ec == asio::error::eof ? "upstream closed the connection without a response"
-                                           : "upstream: " + ec.message();
+        out.error = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated
+                        ? "upstream closed the connection without a response"
+                        : "upstream: " + ec.message();
         co_return out;
       }
       Touch();
@@ -831,8 +846,7 @@ asio::awaitable<Session::ResponseResult> Session::ForwardResponse(const http::Re
 
 // ---- HTTP --------------------------------------------------------------------------------
 
-asio::awaitable<void> Session::ServeHttp() {
-  bool first = true;
+asio::awaitable<void> Session::ServeHttp(bool first) {
   while (abort_reason_.empty()) {
     if (!first) {
       if (inbuf_.empty()) {
@@ -868,11 +882,16 @@ asio::awaitable<void> Session::ServeHttp() {
     inbuf_.erase(0, head_len);
     SetPhase(Phase::kActive);
     if (head->method == "CONNECT") {
+      if (intercepted_) {
+        proxy_.stats.bad_requests++;
+        co_await SendHttpError(400, "bad request: CONNECT inside a tunnel");
+        co_return;
+      }
       EgressRecord rec = NewRecord(Protocol::kConnect);
       co_await ServeConnect(*head, rec);
       co_return;
     }
-    EgressRecord rec = NewRecord(Protocol::kHttp);
+    EgressRecord rec = NewRecord(intercepted_ ? Protocol::kHttps : Protocol::kHttp);
     if (!co_await ServeHttpRequest(*head, rec)) co_return;
   }
 }
@@ -896,14 +915,71 @@ asio::awaitable<void> Session::ServeConnect(const http::RequestHead& head, Egres
     co_return;
   }
   if (!co_await WriteClient("HTTP/1.1 200 Connection established\r\n\r\n")) {
-    co_await Splice(rec);
+    if (asio::ssl::context* tls = proxy_.InterceptFor(rec.host, rec.port)) {
+      co_await ServeIntercepted(*tls, rec);
+    } else {
+      co_await Splice(rec);
+    }
   }
   Finish(rec);
 }
 
+asio::awaitable<void> Session::ServeIntercepted(asio::ssl::context& server, EgressRecord& rec) {
+  rec.rule_or_reason += " (TLS terminated for credentials)";
+  if (!inbuf_.empty()) {
+    // The handshake must start from the client's first TLS byte; this proxy does not replay
+    // what came with the tunnel's request.
+    rec.error = "the client sent data before the tunnel was established";
+    co_return;
+  }
+  client_tls_ = std::make_unique<TlsStream>(client_, server);
+  auto [cec] = co_await client_tls_->async_handshake(asio::ssl::stream_base::server, kUseTuple);
+  if (cec) {
+    rec.error = "TLS with the sandbox: " + cec.message() +
+                " (it must trust the CA in $SSL_CERT_FILE for " + rec.host + ")";
+    proxy_.Log("egress: " + rec.host + ":" + std::to_string(rec.port) + ": " + rec.error);
+    client_tls_.reset();
+    co_return;
+  }
+  Touch();
+  upstream_tls_ = std::make_unique<TlsStream>(upstream_, *proxy_.upstream_tls);
+  SSL* ssl = upstream_tls_->native_handle();
+  // SNI, and the name the real host's certificate must carry.
+  SSL_set_tlsext_host_name(ssl, rec.host.c_str());
+  SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  SSL_set1_host(ssl, rec.host.c_str());
+  static const unsigned char kAlpn[] = "\x08http/1.1";
+  SSL_set_alpn_protos(ssl, kAlpn, sizeof kAlpn - 1);
+  auto [uec] = co_await upstream_tls_->async_handshake(asio::ssl::stream_base::client, kUseTuple);
+  if (uec) {
+    const long verify = SSL_get_verify_result(ssl);
+    rec.error = "TLS with " + rec.host + ": " +
+                (verify != X509_V_OK ? std::string("certificate not trusted: ") +
+                                           X509_verify_cert_error_string(verify)
+                                     : uec.message());
+    proxy_.Log("egress: " + rec.host + ":" + std::to_string(rec.port) + ": " + rec.error);
+    upstream_tls_.reset();
+    if (abort_reason_.empty()) co_await SendHttpError(502, rec.error);
+    co_return;
+  }
+  Touch();
+  intercepted_ = true;
+  tunnel_host_ = rec.host;
+  tunnel_port_ = rec.port;
+  tunnel_rule_ = rec.rule_or_reason;
+  upstream_reusable_ = true;
+  co_await ServeHttp(/*first=*/false);
+}
+
 asio::awaitable<bool> Session::ServeHttpRequest(const http::RequestHead& head, EgressRecord& rec) {
   rec.http_method = head.method;
-  auto url = http::ParseAbsoluteHttpUrl(head.target);
+  // Inside an intercepted tunnel, requests are in origin form and go to the tunnel's host.
+  auto url = !intercepted_ ? http::ParseAbsoluteHttpUrl(head.target)
+             : head.target.starts_with("/")
+                 ? http::ParseAbsoluteHttpUrl("http://" + tunnel_host_ + ":" +
+                                              std::to_string(tunnel_port_) + head.target)
+                 : Result<http::AbsoluteUrl>(Status::Error(
+                       "inside a tunnel the request target must be a path (origin form)"));
   auto framing = http::RequestBodyFraming(head);
   if (!url.ok() || !framing.ok()) {
     proxy_.stats.bad_requests++;
@@ -919,8 +995,24 @@ asio::awaitable<bool> Session::ServeHttpRequest(const http::RequestHead& head, E
       head.version_minor == 0 || http::HeaderHasToken(head.headers, "connection", "close");
 
   Host host;
-  Outcome o = Decide(rec, url->authority.host, url->authority.port, &host);
-  if (o.failure == Failure::kNone) {
+  Outcome o;
+  if (intercepted_) {
+    // Decided and connected with the tunnel; what is left is where its credentials may go.
+    host.name = tunnel_host_;
+    rec.host = tunnel_host_;
+    rec.port = tunnel_port_;
+    rec.allowed = true;
+    rec.resolved_address = upstream_address_;
+    rec.rule_or_reason = tunnel_rule_;
+    o = PlanCredentials(rec, host, tunnel_port_);
+    if (o.failure == Failure::kNone && (!upstream_tls_ || !upstream_reusable_)) {
+      rec.error = "the tunnel's connection to " + tunnel_host_ + " cannot take another request";
+      o = {Failure::kConnectFailed, rec.error};
+    }
+  } else {
+    o = Decide(rec, url->authority.host, url->authority.port, &host);
+  }
+  if (o.failure == Failure::kNone && !intercepted_) {
     const std::string key = host.name + ":" + std::to_string(url->authority.port);
     if (key == upstream_key_ && upstream_reusable_ && UpstreamStillUsable()) {
       rec.allowed = true;  // same destination, same checked address
@@ -942,7 +1034,8 @@ asio::awaitable<bool> Session::ServeHttpRequest(const http::RequestHead& head, E
   upstream_reusable_ = false;
   request_done_ = false;
   refused_in_body_.clear();
-  std::string upstream_head = http::BuildUpstreamRequestHead(head, *url, client_close);
+  std::string upstream_head =
+      http::BuildUpstreamRequestHead(head, *url, client_close, intercepted_ ? 443 : 80);
   ReplaceAll(grant_.request, upstream_head);  // a placeholder becomes its value, here only
   auto [sent, response] = co_await (SendRequest(upstream_head, *framing, rec) &&
                                     ForwardResponse(head, client_close, rec));
@@ -971,9 +1064,11 @@ asio::awaitable<bool> Session::ServeHttpRequest(const http::RequestHead& head, E
       }
     }
   }
+  // An intercepted tunnel has one upstream connection: it ends with it.
   const bool keep = response.ok && sent == RequestResult::kSent && request_done_ &&
-                    !response.close_client && abort_reason_.empty();
-  if (!upstream_reusable_) CloseUpstream();
+                    !response.close_client && abort_reason_.empty() &&
+                    (!intercepted_ || upstream_reusable_);
+  if (!upstream_reusable_ && !intercepted_) CloseUpstream();
   Finish(rec);
   co_return keep;
 }
@@ -1030,7 +1125,13 @@ asio::awaitable<void> Session::ServeSocks5() {
     Finish(rec);
     co_return;
   }
-  if (!co_await WriteClient(socks5::BuildReply(socks5::Reply::kSucceeded))) co_await Splice(rec);
+  if (!co_await WriteClient(socks5::BuildReply(socks5::Reply::kSucceeded))) {
+    if (asio::ssl::context* tls = proxy_.InterceptFor(rec.host, rec.port)) {
+      co_await ServeIntercepted(*tls, rec);
+    } else {
+      co_await Splice(rec);
+    }
+  }
   Finish(rec);
 }
 

@@ -18,10 +18,18 @@ bool ValidEnvName(std::string_view name) {
 Result<EgressCredentialSpec> ParseEgressCredentialSpec(const std::string& text) {
   const std::string what = "--egress-credential " + text;
   auto eq = text.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) return Status::Error(what + ": expected ENV=HOST[:PORT]");
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) return Status::Error(what + ": expected ENV=HOST[:PORT] or ENV=https://HOST[:PORT]");
   EgressCredentialSpec c;
   c.env = text.substr(0, eq);
   std::string target = text.substr(eq + 1);
+  if (target.starts_with("https://")) {
+    c.tls = true;
+    c.port = 443;
+    target = target.substr(8);
+    if (!target.empty() && target.back() == '/') target.pop_back();
+  } else if (target.find("://") != std::string::npos) {
+    return Status::Error(what + ": the only scheme is https:// (plain HTTP is HOST[:PORT])");
+  }
   // HOST, HOST:PORT, [V6]:PORT
   auto colon = target.rfind(':');
   const bool bracketed = !target.empty() && target[0] == '[';
@@ -34,14 +42,14 @@ Result<EgressCredentialSpec> ParseEgressCredentialSpec(const std::string& text) 
     target.resize(colon);
   }
   if (bracketed && target.size() > 2 && target.back() == ']') target = target.substr(1, target.size() - 2);
-  if (target.empty()) return Status::Error(what + ": expected ENV=HOST[:PORT]");
+  if (target.empty()) return Status::Error(what + ": expected ENV=HOST[:PORT] or ENV=https://HOST[:PORT]");
   c.host = target;
   return c;
 }
 
 std::string EgressCredentialArg(const EgressCredentialSpec& c) {
   const bool v6 = c.host.find(':') != std::string::npos;
-  return c.env + "=" + (v6 ? "[" + c.host + "]" : c.host) + ":" + std::to_string(c.port);
+  return c.env + "=" + (c.tls ? "https://" : "") + (v6 ? "[" + c.host + "]" : c.host) + ":" + std::to_string(c.port);
 }
 namespace {
 
@@ -159,6 +167,8 @@ Status Validate(const Options& o) {
     if (!ValidEnvName(c.env)) return Status::Error(what + ": expected a variable name (letters, digits, _)");
     if (o.net != NetMode::kProxy) return Status::Error(what + ": needs --net proxy and an --allow entry for " + c.host);
     if (c.host.empty() || c.port == 0) return Status::Error(what + ": expected HOST[:PORT]");
+    if (c.tls && (c.host.find(':') != std::string::npos || c.host.find_first_not_of("0123456789.") == std::string::npos))
+      return Status::Error(what + ": a credential over HTTPS needs a host name, not an address (its certificate names the host)");
     if (o.env.count(c.env) || std::find(o.inherit_env.begin(), o.inherit_env.end(), c.env) != o.inherit_env.end())
       return Status::Error(what + ": the variable is also set by --env or --env-inherit; the sandbox may only see the placeholder");
     for (size_t j = 0; j < i; ++j) {

@@ -29,15 +29,19 @@ struct Degradations {
 };
 
 // A credential for one allowed destination: the sandboxed code sees `env` holding a placeholder
-// of the value's length, and the egress proxy puts the value in its place in plain-HTTP requests
-// to host:port alone (`--egress-credential ENV=HOST[:PORT]`, profile key `credentials`). `warden
-// run` reads the value from its own environment variable `env`; the gateway fills that variable
-// from its secret store, the calling user's secret `secret`.
+// of the value's length, and the egress proxy puts the value in its place in requests to
+// host:port alone (`--egress-credential ENV=HOST[:PORT]`, profile key `credentials`): plain HTTP,
+// or with `tls` (`ENV=https://HOST[:PORT]`, profile `tls: true`) HTTPS, the proxy terminating
+// TLS for that host with a certificate from a CA made for this sandbox and trusted inside it for
+// that host alone (docs/egress.md, "Credentials over HTTPS"). `warden run` reads the value from
+// its own environment variable `env`; the gateway fills that variable from its secret store, the
+// calling user's secret `secret`.
 struct EgressCredentialSpec {
   std::string env;
   std::string host;
-  uint16_t port = 80;
+  uint16_t port = 80;  // 443 when tls and no port is given
   std::string secret;  // gateway profiles only
+  bool tls = false;
   bool operator==(const EgressCredentialSpec&) const = default;
 };
 
@@ -76,7 +80,8 @@ struct Options {
 
 // A C-style environment variable name: letters, digits and _, not starting with a digit.
 bool ValidEnvName(std::string_view name);
-// "ENV=HOST[:PORT]" (port 80 by default; an IPv6 host in brackets) as given to
+// "ENV=HOST[:PORT]" (port 80 by default; an IPv6 host in brackets), or "ENV=https://HOST[:PORT]"
+// (port 443 by default), as given to
 // --egress-credential, and back.
 Result<EgressCredentialSpec> ParseEgressCredentialSpec(const std::string& text);
 std::string EgressCredentialArg(const EgressCredentialSpec& c);

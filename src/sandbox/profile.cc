@@ -114,12 +114,13 @@ const std::map<std::string, Setter>& Schema(const std::string& origin) {
     if (!o->allow.empty()) o->net = NetMode::kProxy;
     return Status::Ok();
   };
-  // credentials: [{env: NAME, host: HOST, port: 80, secret: NAME}] (docs/egress.md)
+  // credentials: [{env: NAME, host: HOST, port: 80, tls: false, secret: NAME}] (docs/egress.md)
   table["credentials"] = [origin](const YAML::Node& n, Options* o) -> Status {
     if (!n.IsSequence()) return Status::Error(Where(origin, n) + ": 'credentials' must be a list of {env, host, port, secret}");
     for (const auto& item : n) {
       if (!item.IsMap()) return Status::Error(Where(origin, item) + ": 'credentials' items must be mappings {env, host, port, secret}");
       EgressCredentialSpec c;
+      bool port_given = false;
       for (const auto& kv : item) {
         const std::string key = kv.first.Scalar();
         auto v = Scalar(origin, "credentials." + key, kv.second);
@@ -131,12 +132,17 @@ const std::map<std::string, Setter>& Schema(const std::string& origin) {
           auto p = Unsigned(*v, "credentials.port");
           if (!p || *p == 0 || *p > 65535) return Status::Error(Where(origin, kv.second) + ": 'credentials.port' must be 1 to 65535");
           c.port = static_cast<uint16_t>(*p);
+          port_given = true;
+        } else if (key == "tls") {
+          if (*v != "true" && *v != "false") return Status::Error(Where(origin, kv.second) + ": 'credentials.tls' must be true or false");
+          c.tls = *v == "true";
         } else {
-          return Status::Error(Where(origin, kv.first) + ": unknown key 'credentials." + key + "' (known: env, host, port, secret)");
+          return Status::Error(Where(origin, kv.first) + ": unknown key 'credentials." + key + "' (known: env, host, port, tls, secret)");
         }
       }
       if (!ValidEnvName(c.env)) return Status::Error(Where(origin, item) + ": 'credentials' items need 'env', a variable name");
       if (c.host.empty()) return Status::Error(Where(origin, item) + ": credential " + c.env + " needs 'host'");
+      if (c.tls && !port_given) c.port = 443;
       o->egress_credentials.push_back(std::move(c));
     }
     return Status::Ok();

@@ -122,10 +122,7 @@ class CredentialProxyTest : public ::testing::Test {
     ASSERT_TRUE(resolve.ok());
     options.resolve = *resolve;
     options.credentials = {credential_};
-    options.recorder = [this](const EgressRecord& r) {
-      std::lock_guard lock(mu_);
-      records_.push_back(r);
-    };
+    options.recorder = [this](const EgressRecord& r) { records_.Add(r); };
     proxy_ = std::make_unique<EgressProxy>(std::move(options));
     auto [fd, proxy_port] = testing::ListenTcp();
     ASSERT_TRUE(fd.valid());
@@ -144,25 +141,14 @@ class CredentialProxyTest : public ::testing::Test {
     argv.insert(argv.end(), args.begin(), args.end());
     return testing::RunProgram(argv);
   }
-  std::vector<EgressRecord> Records(size_t n) {
-    for (int i = 0; i < 300; ++i) {
-      {
-        std::lock_guard lock(mu_);
-        if (records_.size() >= n) return records_;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    std::lock_guard lock(mu_);
-    return records_;
-  }
+  std::vector<EgressRecord> Records(size_t n) { return records_.Wait(n); }
   const std::string& P() const { return credential_.placeholder; }
 
   testing::HttpOrigin origin_;
   EgressCredential credential_;
   std::unique_ptr<EgressProxy> proxy_;
   uint16_t proxy_port_ = 0;
-  std::mutex mu_;
-  std::vector<EgressRecord> records_;
+  testing::Collected<EgressRecord> records_;
 };
 
 TEST_F(CredentialProxyTest, ThePlaceholderBecomesTheValueForItsHostAndTheEchoComesBackMasked) {

@@ -37,10 +37,7 @@ class ProxyTest : public ::testing::Test {
     options.hook = std::move(hook);
     options.limits = limits;
     options.zero_copy = zero_copy_;
-    options.recorder = [this](const EgressRecord& r) {
-      std::lock_guard lock(mu_);
-      delivered_.push_back(r);
-    };
+    options.recorder = [this](const EgressRecord& r) { records_.Add(r); };
     proxy_ = std::make_unique<EgressProxy>(std::move(options));
     auto [fd, port] = testing::ListenTcp();
     ASSERT_TRUE(fd.valid());
@@ -62,17 +59,7 @@ class ProxyTest : public ::testing::Test {
   }
 
   // Waits until `n` records were delivered (they come when each connection ends).
-  std::vector<EgressRecord> WaitForRecords(size_t n) {
-    for (int i = 0; i < 200; ++i) {
-      {
-        std::lock_guard lock(mu_);
-        if (delivered_.size() >= n) return delivered_;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    std::lock_guard lock(mu_);
-    return delivered_;
-  }
+  std::vector<EgressRecord> WaitForRecords(size_t n) { return records_.Wait(n); }
 
   // Sends `request` on a new connection; reads until the proxy closes, `until` shows up, or
   // `timeout` passes.
@@ -87,8 +74,7 @@ class ProxyTest : public ::testing::Test {
   std::unique_ptr<EgressProxy> proxy_;
   uint16_t proxy_port_ = 0;
   bool zero_copy_ = true;
-  std::mutex mu_;
-  std::vector<EgressRecord> delivered_;
+  testing::Collected<EgressRecord> records_;
 };
 
 std::string Socks5Connect(int fd, uint8_t atyp, const std::string& addr, uint16_t port,

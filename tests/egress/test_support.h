@@ -411,4 +411,30 @@ inline bool HaveProgram(const std::string& name) {
   return RunProgram({"sh", "-c", "command -v " + name}).exit_code == 0;
 }
 
+// What a callback on another thread hands over (records, log lines), and a wait for it.
+template <typename T>
+class Collected {
+ public:
+  void Add(const T& item) {
+    std::lock_guard lock(mu_);
+    items_.push_back(item);
+  }
+  // All items once there are at least `n` of them, or what came within 3 seconds.
+  std::vector<T> Wait(size_t n) {
+    for (int i = 0; i < 300; ++i) {
+      {
+        std::lock_guard lock(mu_);
+        if (items_.size() >= n) return items_;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::lock_guard lock(mu_);
+    return items_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<T> items_;
+};
+
 }  // namespace warden::egress::testing

@@ -246,6 +246,34 @@ TEST(EgressCredentialSpec, ProfileKeyReadsEntriesAndRefusesMistakesByLine) {
   EXPECT_NE(LoadProfileText("credentials: API_TOKEN\n", "p.yaml", &bad).message().find("must be a list"),
             std::string::npos);
   EXPECT_TRUE(bad.egress_credentials.empty());
+  Options tls;
+  ASSERT_TRUE(LoadProfileText("allow: [api.example.com:443]\ncredentials:\n  - { env: T, host: api.example.com, tls: true, secret: s }\n",
+                              "p.yaml", &tls)
+                  .ok());
+  EXPECT_EQ(tls.egress_credentials[0], (EgressCredentialSpec{"T", "api.example.com", 443, "s", true}));
+  EXPECT_NE(LoadProfileText("credentials:\n  - { env: T, host: h, tls: yes-please }\n", "p.yaml", &bad).message().find(
+                "'credentials.tls' must be true or false"),
+            std::string::npos);
+}
+
+TEST(EgressCredentialSpec, HttpsFormSelectsTlsAndPort443AndNeedsAName) {
+  auto a = ParseEgressCredentialSpec("T=https://api.example.com");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(*a, (EgressCredentialSpec{"T", "api.example.com", 443, "", true}));
+  auto b = ParseEgressCredentialSpec("T=https://api.example.com:8443/");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->port, 8443);
+  EXPECT_EQ(EgressCredentialArg(*b), "T=https://api.example.com:8443");
+  EXPECT_EQ(*ParseEgressCredentialSpec(EgressCredentialArg(*b)), *b);  // the launcher's round trip
+  auto ftp = ParseEgressCredentialSpec("T=ftp://api.example.com");
+  ASSERT_FALSE(ftp.ok());
+  EXPECT_NE(ftp.status().message().find("the only scheme is https://"), std::string::npos);
+  Options o;
+  o.argv = {"/bin/true"};
+  o.net = NetMode::kProxy;
+  o.allow = {"10.1.2.3:443"};
+  o.egress_credentials = {*ParseEgressCredentialSpec("T=https://10.1.2.3")};
+  EXPECT_NE(Validate(o).message().find("needs a host name"), std::string::npos) << Validate(o).message();
 }
 
 }  // namespace
