@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "audit/audit_log.h"
+#include "audit/merkle.h"
 
 namespace {
 
@@ -24,6 +25,11 @@ using warden::audit::AuditOptions;
 using warden::audit::EntryKind;
 using warden::audit::ResultSummary;
 using warden::audit::SyncLevel;
+using warden::audit::ConsistencyProof;
+using warden::audit::Digest;
+using warden::audit::InclusionProof;
+using warden::audit::LeafHash;
+using warden::audit::MerkleRoot;
 
 std::unique_ptr<AuditLog> g_log;
 std::string g_dir;
@@ -115,6 +121,38 @@ BENCHMARK(BM_AppendSyncNormal)->Threads(1)->Threads(8)->Threads(32)->UseRealTime
 BENCHMARK(BM_AppendSyncFull)->Threads(1)->Threads(8)->Threads(32)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_AppendLatencySyncNormal)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_AppendLatencySyncFull)->UseRealTime()->MinTime(2.0);
+
+// The Merkle tree over state.range(0) leaves, as `warden audit prove` and `consistency` build it
+// per call (after the chain walk, which `warden audit verify` also does).
+std::vector<Digest> BenchLeaves(int64_t n) {
+  std::vector<Digest> leaves(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) leaves[static_cast<size_t>(i)] = LeafHash(std::to_string(i));
+  return leaves;
+}
+
+void BM_MerkleRoot(benchmark::State& state) {
+  auto leaves = BenchLeaves(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(MerkleRoot(leaves));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+void BM_InclusionProof(benchmark::State& state) {
+  auto leaves = BenchLeaves(state.range(0));
+  uint64_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(InclusionProof(leaves, i));
+    i = (i + 7919) % leaves.size();
+  }
+}
+
+void BM_ConsistencyProof(benchmark::State& state) {
+  auto leaves = BenchLeaves(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(ConsistencyProof(leaves, leaves.size() / 3));
+}
+
+BENCHMARK(BM_MerkleRoot)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_InclusionProof)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConsistencyProof)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -112,6 +112,23 @@ Result<VerifyReport> AuditLog::Verify() {
   return verifier.Finish(head);
 }
 
+Result<AuditLog::Tree> AuditLog::ReadTree() {
+  ChainVerifier verifier;
+  std::optional<ChainHead> head;
+  Tree tree;
+  Status st = store_->ScanChain(&head, [&](uint64_t id, const Result<AuditEntry>& row) {
+    if (!verifier.Add(id, row)) return false;
+    auto leaf = EntryLeafHash(row->hash);
+    if (!leaf) return false;  // cannot happen: the verifier recomputed this hash
+    tree.leaves.push_back(*leaf);
+    return true;
+  });
+  if (!st.ok()) return st.Wrap("read the tree");
+  tree.report = verifier.Finish(head);
+  if (!tree.report.ok() || tree.leaves.size() != tree.report.entries) tree.leaves.clear();
+  return tree;
+}
+
 Result<std::vector<AuditEntry>> AuditLog::Query(const AuditFilter& filter) {
   std::vector<AuditEntry> out;
   Status bad;

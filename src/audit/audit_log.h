@@ -18,6 +18,7 @@
 
 #include "audit/entry.h"
 #include "audit/filter.h"
+#include "audit/merkle.h"
 #include "audit/options.h"
 #include "audit/store.h"
 #include "audit/verify.h"
@@ -59,6 +60,15 @@ class AuditLog {
   // Walks the whole chain from one snapshot; the report names the first bad entry. An error
   // Status means the store could not be read, not that the chain is bad.
   Result<VerifyReport> Verify();
+
+  // Verify's walk, and the Merkle tree's leaves (EntryLeafHash of each entry, in id order) from
+  // the same snapshot; `leaves` is empty unless the chain is intact (nothing is proved or signed
+  // about a broken log).
+  struct Tree {
+    VerifyReport report;
+    std::vector<Digest> leaves;
+  };
+  Result<Tree> ReadTree();
 
   // Entries matching `filter`, in id order.
   Result<std::vector<AuditEntry>> Query(const AuditFilter& filter);

@@ -1,10 +1,19 @@
 #include "cli/audit_command.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "audit/audit_log.h"
+#include "audit/checkpoint.h"
+#include "audit/merkle.h"
 #include "audit/time_format.h"
+#include "common/read_file.h"
+#include "common/write_file.h"
+#include "notify/http_post.h"
 
 namespace warden::cli {
 namespace {
@@ -33,14 +42,36 @@ std::string FormatLine(const AuditEntry& e) {
 
 AuditCommand::AuditCommand(CLI::App& app, std::ostream& out, std::ostream& err)
     : out_(out), err_(err), db_(audit::kDefaultDatabasePath) {
-  sub_ = app.add_subcommand("audit", "Verify, read and export the audit log");
+  sub_ = app.add_subcommand("audit", "Verify, read, export and prove the audit log");
   sub_->require_subcommand(1);
   verify_ = sub_->add_subcommand("verify", "Check the hash chain; name the first bad entry");
   tail_ = sub_->add_subcommand("tail", "Show the last entries");
   query_ = sub_->add_subcommand("query", "Show the entries that match filters");
   export_ =
       sub_->add_subcommand("export", "Write entries as JSON lines (canonical form, with hashes)");
+  checkpoint_ = sub_->add_subcommand(
+      "checkpoint", "Sign the tree's size and Merkle root with the log's Ed25519 key (a checkpoint)");
+  prove_ = sub_->add_subcommand("prove", "Print the inclusion proof of entry ENTRY (JSON)");
+  consistency_ = sub_->add_subcommand(
+      "consistency", "Print the proof that the tree of NEW entries extends the tree of OLD (JSON)");
+  public_key_ = sub_->add_subcommand("public-key", "Print the checkpoint key's public half (PEM)");
   AddCommonOptions(verify_, false);
+  AddCommonOptions(checkpoint_, false);
+  AddCommonOptions(prove_, false);
+  AddCommonOptions(consistency_, false);
+  AddCommonOptions(public_key_, false);
+  for (CLI::App* sub : {checkpoint_, public_key_}) {
+    sub->add_option("--key", key_,
+                    "The Ed25519 key (PEM; default audit-checkpoint.key beside the database)");
+  }
+  checkpoint_->add_option("--origin", origin_, "The log's name in the checkpoint (default warden-audit)");
+  checkpoint_->add_option("--out", out_file_, "Write the checkpoint to FILE (replaced atomically)");
+  checkpoint_->add_option("--post", post_url_, "Also POST it (text/plain) to URL; any 2xx is success");
+  checkpoint_->add_option("--ca-file", ca_file_, "With an https --post URL: trust this CA (PEM)");
+  prove_->add_option("ENTRY", entry_, "The entry's id")->required();
+  prove_->add_option("--size", tree_size_, "In the tree of this many entries (default: all)");
+  consistency_->add_option("OLD", old_size_, "The older tree's size")->required();
+  consistency_->add_option("NEW", new_size_, "The newer tree's size")->required();
   AddCommonOptions(tail_, true);
   AddCommonOptions(query_, true);
   AddCommonOptions(export_, true);
@@ -73,7 +104,12 @@ int AuditCommand::Execute() {
   if (tail_->parsed()) return List(true);
   if (query_->parsed()) return List(false);
   if (export_->parsed()) return Export();
-  err_ << "warden audit: name a subcommand: verify, tail, query or export\n";
+  if (checkpoint_->parsed()) return SignCheckpoint();
+  if (prove_->parsed()) return Prove();
+  if (consistency_->parsed()) return Consistency();
+  if (public_key_->parsed()) return PublicKey();
+  err_ << "warden audit: name a subcommand: verify, tail, query, export, checkpoint, prove, "
+          "consistency or public-key\n";
   return kExitError;
 }
 
@@ -199,6 +235,172 @@ int AuditCommand::Export() {
     err_ << "warden audit export: " << written.status().message() << "\n";
     return kExitError;
   }
+  return 0;
+}
+
+namespace {
+
+json HexList(const std::vector<audit::Digest>& digests) {
+  json out = json::array();
+  for (const audit::Digest& d : digests) out.push_back(audit::ToHex(d));
+  return out;
+}
+
+// The tree of an intact chain, or the message to print (exit kExitBad when the chain is broken,
+// kExitError when the store could not be read).
+Result<AuditLog::Tree> ReadIntactTree(const std::string& db, int* exit_code) {
+  *exit_code = kExitError;
+  auto log = OpenForReading(db);
+  if (!log) return log.status();
+  auto tree = (*log)->ReadTree();
+  if (!tree) return tree.status();
+  if (!tree->report.ok()) {
+    *exit_code = kExitBad;
+    return Status::Error("the chain is broken at entry " + std::to_string(tree->report.first_bad_id) +
+                         " (" + std::string(audit::ToString(tree->report.problem)) +
+                         "): " + tree->report.detail + "; nothing is proved or signed about it");
+  }
+  return tree;
+}
+
+// Writes `text` to `path` through a temporary file beside it and rename(2): a reader sees the old
+// checkpoint or the new one, whole.
+Status WriteAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  WARDEN_RETURN_IF_ERROR(CreateFileWith(tmp, text, 0644, /*sync=*/true));
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Status::FromErrno("replace " + path, err);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string AuditCommand::KeyPath() const {
+  if (!key_.empty()) return key_;
+  const std::filesystem::path dir = std::filesystem::path(db_).parent_path();
+  return (dir.empty() ? std::filesystem::path(".") : dir).string() + "/audit-checkpoint.key";
+}
+
+int AuditCommand::SignCheckpoint() {
+  int code = kExitError;
+  auto tree = ReadIntactTree(db_, &code);
+  if (!tree) {
+    err_ << "warden audit checkpoint: " << tree.status().message() << "\n";
+    return code;
+  }
+  Status origin = audit::ValidOrigin(origin_);
+  if (!origin.ok()) {
+    err_ << "warden audit checkpoint: --origin: " << origin.message() << "\n";
+    return kExitError;
+  }
+  auto key = audit::CheckpointKey::Load(KeyPath(), /*create=*/true);
+  if (!key) {
+    err_ << "warden audit checkpoint: " << key.status().message() << "\n";
+    return kExitError;
+  }
+  audit::Checkpoint c{origin_, tree->leaves.size(), audit::MerkleRoot(tree->leaves)};
+  auto note = key->Sign(c);
+  if (!note) {
+    err_ << "warden audit checkpoint: " << note.status().message() << "\n";
+    return kExitError;
+  }
+  if (!out_file_.empty()) {
+    Status st = WriteAtomically(out_file_, *note);
+    if (!st.ok()) {
+      err_ << "warden audit checkpoint: --out: " << st.message() << "\n";
+      return kExitError;
+    }
+  } else {
+    out_ << *note;
+  }
+  if (!post_url_.empty()) {
+    auto url = upstream::ParseHttpUrl(post_url_);
+    if (!url) {
+      err_ << "warden audit checkpoint: --post: " << url.status().message() << "\n";
+      return kExitError;
+    }
+    auto poster = notify::HttpPoster::Create(*url, ca_file_);
+    if (!poster) {
+      err_ << "warden audit checkpoint: --post: " << poster.status().message() << "\n";
+      return kExitError;
+    }
+    notify::PostOptions options;
+    options.content_type = "text/plain; charset=utf-8";
+    notify::PostReply reply = (*poster)->Post({}, *note, std::chrono::seconds(10), options);
+    if (reply.kind != notify::PostReply::kAnswered || reply.status < 200 || reply.status > 299) {
+      err_ << "warden audit checkpoint: --post " << (url->tls ? "https" : "http") << "://" << url->host << ":"
+           << url->port << ": "
+           << (reply.kind == notify::PostReply::kAnswered ? "HTTP " + std::to_string(reply.status)
+                                                          : reply.error)
+           << "\n";
+      return kExitError;
+    }
+  }
+  return 0;
+}
+
+int AuditCommand::Prove() {
+  int code = kExitError;
+  auto tree = ReadIntactTree(db_, &code);
+  if (!tree) {
+    err_ << "warden audit prove: " << tree.status().message() << "\n";
+    return code;
+  }
+  const uint64_t size = tree_size_ == 0 ? tree->leaves.size() : tree_size_;
+  if (size > tree->leaves.size()) {
+    err_ << "warden audit prove: --size " << size << ": the log has " << tree->leaves.size()
+         << " entries\n";
+    return kExitError;
+  }
+  if (entry_ == 0 || entry_ > size) {
+    err_ << "warden audit prove: entry " << entry_ << " is not in the tree of " << size
+         << " entries (ids start at 1)\n";
+    return kExitError;
+  }
+  std::span<const audit::Digest> leaves(tree->leaves.data(), size);
+  json j = {{"entry", entry_},
+            {"leaf_index", entry_ - 1},
+            {"tree_size", size},
+            {"leaf_hash", audit::ToHex(leaves[entry_ - 1])},
+            {"path", HexList(audit::InclusionProof(leaves, entry_ - 1))},
+            {"root", audit::ToHex(audit::MerkleRoot(leaves))}};
+  out_ << j.dump() << "\n";
+  return 0;
+}
+
+int AuditCommand::Consistency() {
+  int code = kExitError;
+  auto tree = ReadIntactTree(db_, &code);
+  if (!tree) {
+    err_ << "warden audit consistency: " << tree.status().message() << "\n";
+    return code;
+  }
+  if (new_size_ > tree->leaves.size() || old_size_ > new_size_) {
+    err_ << "warden audit consistency: need OLD <= NEW <= " << tree->leaves.size()
+         << " (the log's entries), got " << old_size_ << " and " << new_size_ << "\n";
+    return kExitError;
+  }
+  std::span<const audit::Digest> leaves(tree->leaves.data(), new_size_);
+  json j = {{"old_size", old_size_},
+            {"new_size", new_size_},
+            {"old_root", audit::ToHex(audit::MerkleRoot(leaves.first(old_size_)))},
+            {"new_root", audit::ToHex(audit::MerkleRoot(leaves))},
+            {"proof", HexList(audit::ConsistencyProof(leaves, old_size_))}};
+  out_ << j.dump() << "\n";
+  return 0;
+}
+
+int AuditCommand::PublicKey() {
+  auto key = audit::CheckpointKey::Load(KeyPath(), /*create=*/false);
+  if (!key) {
+    err_ << "warden audit public-key: " << key.status().message()
+         << " (warden audit checkpoint makes the key)\n";
+    return kExitError;
+  }
+  out_ << key->PublicKeyPem();
   return 0;
 }
 

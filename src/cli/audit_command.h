@@ -1,4 +1,5 @@
-// `warden audit verify|tail|query|export`: reads the audit log that `warden serve` writes.
+// `warden audit verify|tail|query|export|checkpoint|prove|consistency|public-key`: reads the audit
+// log that `warden serve` writes, and proves it to others (docs/audit.md, "The Merkle tree").
 // Exit status: 0 done (verify: the chain is intact); 1 verify found a bad entry; 2 warden
 // could not do it (no database, bad option value, unreadable store).
 #pragma once
@@ -12,7 +13,7 @@ namespace warden::cli {
 
 class AuditCommand {
  public:
-  // Adds the `audit` subcommand and its four subcommands to `app`. Output goes to `out`,
+  // Adds the `audit` subcommand and its subcommands to `app`. Output goes to `out`,
   // messages about failures to `err` (tests pass string streams).
   explicit AuditCommand(CLI::App& app, std::ostream& out = std::cout,
                         std::ostream& err = std::cerr);
@@ -25,9 +26,14 @@ class AuditCommand {
   int Verify();
   int List(bool tail);
   int Export();
+  int SignCheckpoint();
+  int Prove();
+  int Consistency();
+  int PublicKey();
+  std::string KeyPath() const;
 
   CLI::App* sub_;
-  CLI::App *verify_, *tail_, *query_, *export_;
+  CLI::App *verify_, *tail_, *query_, *export_, *checkpoint_, *prove_, *consistency_, *public_key_;
   std::ostream& out_;
   std::ostream& err_;
   std::string db_;
@@ -35,6 +41,8 @@ class AuditCommand {
   size_t count_ = 20, limit_ = 0;
   std::string format_ = "jsonl";
   std::string since_, until_, tenant_, user_, agent_, session_, tool_, decision_, kind_;
+  std::string key_, origin_ = "warden-audit", out_file_, post_url_, ca_file_;
+  uint64_t entry_ = 0, tree_size_ = 0, old_size_ = 0, new_size_ = 0;
 };
 
 }  // namespace warden::cli

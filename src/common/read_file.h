@@ -6,11 +6,14 @@
 #pragma once
 
 #include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <string>
 
 #include "common/status.h"
@@ -42,6 +45,37 @@ inline Result<std::string> ReadFileUpTo(const std::string& path, std::size_t lim
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return Status::FromErrno("open " + path, errno);
   return ReadFdUpTo(fd.get(), limit, path);
+}
+
+// Reads a file only its owner may read (a key), as ReadFdUpTo does. `where` names the file in
+// errors, `noun` what it holds ("the master key"). Refused, before anything is read: a symbolic
+// link at the path (it could point at a file someone else controls), anything but a regular file
+// (a FIFO does not block the open), a mode with any group or other bits, more than `limit` bytes.
+// The caller cleanses what it got once done with it.
+inline Result<std::string> ReadOwnerOnlyFile(const std::string& path, const std::string& where,
+                                             const std::string& noun, std::size_t limit) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY));
+  if (!fd.valid()) {
+    const int err = errno;
+    if (err == ELOOP) return Status::Error(where + " is a symbolic link; name the key file itself");
+    return Status::FromErrno("open " + noun + " " + where, err);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno("stat " + noun + " " + where, errno);
+  if (!S_ISREG(st.st_mode)) return Status::Error(where + " is not a regular file");
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return Status::Error(where + " has mode " + mode + ", which lets group or others at " + noun +
+                         ": it must be 0600 or 0400 (chmod 600 " + path + ")");
+  }
+  auto text = ReadFdUpTo(fd.get(), limit + 1, where);
+  if (!text) return text.status();
+  if (text->size() > limit) {
+    ::explicit_bzero(text->data(), text->size());
+    return Status::Error(where + " is larger than " + std::to_string(limit) + " bytes: not " + noun);
+  }
+  return text;
 }
 
 }  // namespace warden

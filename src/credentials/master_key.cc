@@ -104,34 +104,8 @@ std::string KeyId(const std::array<uint8_t, 32>& key) {
 }
 
 Result<MasterKey> LoadFromFile(const std::string& path, const std::string& where) {
-  // O_NOFOLLOW: a link could point the gateway at a key file someone else controls. O_NONBLOCK:
-  // a FIFO at the path must not hang the start; fstat refuses it next.
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY));
-  if (!fd.valid()) {
-    const int err = errno;
-    if (err == ELOOP) {
-      return Status::Error(where + " is a symbolic link; name the key file itself");
-    }
-    return Status::FromErrno("open the master key " + where, err);
-  }
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0) return Status::FromErrno("stat the master key " + where, errno);
-  if (!S_ISREG(st.st_mode)) return Status::Error(where + " is not a regular file");
-  if ((st.st_mode & 077) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    return Status::Error(where + " has mode " + mode +
-                         ", which lets group or others at the master key: it must be 0600 or "
-                         "0400 (chmod 600 " +
-                         path + ")");
-  }
-  auto text = ReadFdUpTo(fd.get(), kMaxKeyFileBytes + 1, where);
+  auto text = ReadOwnerOnlyFile(path, where, "the master key", kMaxKeyFileBytes);
   if (!text) return text.status();
-  if (text->size() > kMaxKeyFileBytes) {
-    Cleanse(*text);
-    return Status::Error(where + " is larger than " + std::to_string(kMaxKeyFileBytes) +
-                         " bytes, which no master key is");
-  }
   auto key = ParseMasterKey(*text, where);
   Cleanse(*text);
   return key;

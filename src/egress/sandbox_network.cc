@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 
+#include "common/write_file.h"
 #include "egress/host_name.h"
 #include "sandbox/result.h"
 
@@ -90,15 +91,7 @@ Status SandboxNetwork::WriteTrustBundle(const std::string& ca_pem) {
   }
   const std::string bundle = TrustBundle(system, ca_pem);
   const std::string path = bundle_dir_ + "/ca.pem";
-  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!fd.valid()) return Status::FromErrno("--egress-credential: create " + path, errno);
-  size_t done = 0;
-  while (done < bundle.size()) {
-    ssize_t n = write(fd.get(), bundle.data() + done, bundle.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Status::FromErrno("--egress-credential: write " + path, errno);
-    done += static_cast<size_t>(n);
-  }
+  WARDEN_RETURN_IF_ERROR(CreateFileWith(path, bundle, 0644, /*sync=*/false).Wrap("--egress-credential"));
   bundle_path_ = path;
   return Status::Ok();
 }

@@ -1,12 +1,10 @@
-// `warden audit ...` driven through CLI11's parser exactly as main() drives it, against a
-// temporary database.
-#include "cli/audit_command.h"
-
+// `warden audit verify|tail|query|export` against a temporary database (cli_runner.h drives it).
 #include <gtest/gtest.h>
 
 #include <sstream>
 
 #include "audit/sha256.h"
+#include "cli_runner.h"
 #include "test_support.h"
 
 namespace warden::audit {
@@ -15,28 +13,8 @@ namespace {
 using nlohmann::json;
 using testing::TempDir;
 
-struct CliRun {
-  int code;
-  std::string out, err;
-};
-
-CliRun RunCli(std::vector<std::string> args) {
-  args.insert(args.begin(), "warden");
-  CLI::App app{"warden"};
-  app.require_subcommand(1);
-  std::ostringstream out, err;
-  cli::AuditCommand command(app, out, err);
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
-  try {
-    app.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const CLI::ParseError& e) {
-    return {e.get_exit_code() == 0 ? 0 : 125, out.str(), e.what()};
-  }
-  EXPECT_TRUE(command.parsed());
-  int code = command.Execute();
-  return {code, out.str(), err.str()};
-}
+using testing::CliRun;
+using testing::RunCli;
 
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> lines;
