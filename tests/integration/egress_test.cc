@@ -244,57 +244,8 @@ TEST(Egress, EgressCredentialOverHttpsIsPutInByTheProxyAndNeverHeld) {
   const std::string secret = "ghp_TlsValue0123456789abcdefXYZ";
   TempDir dir;
   const std::string d = dir.path();
-  // The real server's CA and certificate (for allowed.test), made with the openssl CLI.
-  const std::string gen =
-      "cd " + d + " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=origin-ca "
-      "-addext basicConstraints=critical,CA:TRUE -keyout ca.key -out ca.pem && "
-      "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=allowed.test -keyout leaf.key -out leaf.csr && "
-      "printf 'subjectAltName=DNS:allowed.test\\n' > ext && "
-      "openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile ext -out leaf.pem";
-  ASSERT_EQ(system((gen + " >/dev/null 2>&1").c_str()), 0);
-  chmod((d + "/ca.pem").c_str(), 0644);
-  // An HTTPS server that answers each request with the request head it received.
-  const std::string server_py = dir.Write("server.py", R"(
-import socket, ssl, sys
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(sys.argv[1], sys.argv[2])
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-s.listen(8)
-open(sys.argv[3] + ".tmp", "w").write(str(s.getsockname()[1]))
-__import__("os").rename(sys.argv[3] + ".tmp", sys.argv[3])
-while True:
-    c, _ = s.accept()
-    try:
-        t = ctx.wrap_socket(c, server_side=True)
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = t.recv(4096)
-            if not chunk:
-                break
-            data += chunk
-        with open(sys.argv[4], "ab") as log:
-            log.write(data + b"--\n")
-        t.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(data) + data)
-        t.close()
-    except Exception:
-        c.close()
-)");
-  const std::string port_file = d + "/port", log_file = d + "/requests.log";
-  pid_t server = fork();
-  if (server == 0) {
-    freopen("/dev/null", "w", stdout);
-    freopen("/dev/null", "w", stderr);
-    execlp("python3", "python3", server_py.c_str(), (d + "/leaf.pem").c_str(), (d + "/leaf.key").c_str(),
-           port_file.c_str(), log_file.c_str(), nullptr);
-    _exit(127);
-  }
-  std::string port;
-  for (int i = 0; i < 100 && port.empty(); ++i) {
-    usleep(50 * 1000);
-    std::ifstream in(port_file);
-    std::getline(in, port);
-  }
+  LoopbackHttpsServer server(d, "allowed.test");
+  const std::string port = server.port_text();
   ASSERT_FALSE(port.empty()) << "the HTTPS server did not start";
   const std::string url = "https://allowed.test:" + port;
   const std::string script =
@@ -309,10 +260,8 @@ while True:
   Invocation inv;
   inv.args = {"run", "--allow", "allowed.test:" + port, "--resolve", "allowed.test=127.0.0.1", "--egress-credential",
               "API_TOKEN=" + url, "--", "sh", "-c", script};
-  inv.extra_env = {{"API_TOKEN", secret}, {"SSL_CERT_FILE", d + "/ca.pem"}, {"TMPDIR", d}};
+  inv.extra_env = {{"API_TOKEN", secret}, {"SSL_CERT_FILE", server.ca_file()}, {"TMPDIR", d}};
   auto r = RunWarden(inv);
-  kill(server, SIGTERM);
-  waitpid(server, nullptr, 0);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find("TlsValue"), std::string::npos) << "the sandbox saw the value:\n" << r.out;
   EXPECT_EQ(r.out.find("found:"), std::string::npos) << r.out;
@@ -329,11 +278,7 @@ while True:
   EXPECT_EQ(r.out.find("bundle-writable"), std::string::npos) << r.out;
   // In clear text to the same host: refused, never sent.
   EXPECT_NE(r.out.find("may only go to https://allowed.test:" + port + "\n 403"), std::string::npos) << r.out;
-  std::string log;
-  {
-    std::ifstream in(log_file);
-    std::getline(in, log, '\0');
-  }
+  const std::string log = server.log();
   EXPECT_NE(log.find("Authorization: Bearer " + secret), std::string::npos) << log;
   EXPECT_NE(log.find("X-Key: " + secret), std::string::npos) << log;
   EXPECT_EQ(log.find(placeholder), std::string::npos) << log;

@@ -182,6 +182,35 @@ TEST_F(Gvisor, EgressRecordMatchesNatives) {
   EXPECT_EQ(g.record["dns"], n.record["dns"]);
 }
 
+// A credential over HTTPS (docs/egress.md, "Over HTTPS") under gVisor: the trust bundle reaches
+// the sandbox through the same read-only bind, the proxy terminates TLS for the one host, and the
+// real server gets the value while the code sees only the placeholder.
+TEST_F(Gvisor, EgressCredentialOverHttpsWorksAsOnNative) {
+  TempDir dir;
+  LoopbackHttpsServer server(dir.path(), "allowed.test");
+  ASSERT_FALSE(server.port_text().empty()) << "the HTTPS server did not start";
+  const std::string secret = "ghp_GvisorTls0123456789abcdefXYZ";
+  const std::string url = "https://allowed.test:" + server.port_text();
+  Invocation inv;
+  inv.args = {"run", "--backend", "gvisor", "--allow", "allowed.test:" + server.port_text(), "--resolve",
+              "allowed.test=127.0.0.1", "--egress-credential", "API_TOKEN=" + url, "--", "sh", "-c",
+              "echo \"seen=$API_TOKEN\"; curl -sS -H \"X-Key: $API_TOKEN\" '" + url + "/g'; "
+              "( : >> \"$SSL_CERT_FILE\" ) 2>/dev/null && echo bundle-writable; echo done"};
+  inv.extra_env = {{"API_TOKEN", secret}, {"SSL_CERT_FILE", server.ca_file()}, {"TMPDIR", dir.path()}};
+  auto r = RunWarden(inv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("GvisorTls"), std::string::npos) << r.out;
+  auto seen = r.out.find("seen=");
+  ASSERT_NE(seen, std::string::npos) << r.out;
+  const std::string placeholder = r.out.substr(seen + 5, secret.size());
+  EXPECT_NE(r.out.find("X-Key: " + placeholder), std::string::npos) << "the echo comes back masked: " << r.out << r.err;
+  EXPECT_EQ(r.out.find("bundle-writable"), std::string::npos) << r.out;
+  EXPECT_NE(server.log().find("X-Key: " + secret), std::string::npos) << server.log();
+  int https = 0;
+  for (const auto& rec : r.record["egress"]) https += rec["protocol"] == "https" && rec["allowed"] == true;
+  EXPECT_EQ(https, 1) << r.record["egress"].dump();
+}
+
 TEST_F(Gvisor, EgressSandboxCannotReachTheHostsNetworkWithoutTheProxy) {
   // UDP out and DNS: the private namespace has no route anywhere; the DNS stub answers nothing.
   LoopbackUdpSink sink;  // must receive nothing

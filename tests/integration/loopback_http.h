@@ -1,14 +1,20 @@
 // Stand-ins on the host's 127.0.0.1 for the egress tests of every backend: an HTTP server (an
-// outside server; the tests map names to it with --resolve) and a UDP socket that must receive
-// nothing from a sandbox.
+// outside server; the tests map names to it with --resolve), an HTTPS one with a CA of its own,
+// and a UDP socket that must receive nothing from a sandbox.
 #pragma once
 
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -105,6 +111,92 @@ class LoopbackUdpSink {
 
  private:
   int fd_ = -1, port_ = 0;
+};
+
+// An HTTPS server for `name` on 127.0.0.1 (Python's ssl module, run as its own process), with a
+// CA of its own made by the openssl command in `dir`: warden is told to trust it with
+// SSL_CERT_FILE=ca_file(). It answers every request with the request head it received, and keeps
+// every head in log_file(). port_text() is empty when it could not start.
+class LoopbackHttpsServer {
+ public:
+  LoopbackHttpsServer(const std::string& dir, const std::string& name) : dir_(dir) {
+    const std::string gen =
+        "cd " + dir + " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 "
+        "-subj /CN=origin-ca -addext basicConstraints=critical,CA:TRUE -keyout ca.key -out ca.pem && "
+        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=" + name +
+        " -keyout leaf.key -out leaf.csr && printf 'subjectAltName=DNS:" + name + "\\n' > ext && "
+        "openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile ext "
+        "-out leaf.pem >/dev/null 2>&1";
+    if (std::system(gen.c_str()) != 0) return;
+    chmod(ca_file().c_str(), 0644);
+    {
+      std::ofstream py(dir + "/https_server.py");
+      py << R"(
+import os, socket, ssl, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(16)
+open(sys.argv[3] + ".tmp", "w").write(str(s.getsockname()[1]))
+os.rename(sys.argv[3] + ".tmp", sys.argv[3])
+while True:
+    c, _ = s.accept()
+    try:
+        t = ctx.wrap_socket(c, server_side=True)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = t.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        with open(sys.argv[4], "ab") as log:
+            log.write(data + b"--\n")
+        t.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(data) + data)
+        t.close()
+    except Exception:
+        c.close()
+)";
+    }
+    const std::string port_file = dir + "/https_port";
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::freopen("/dev/null", "w", stdout);
+      std::freopen("/dev/null", "w", stderr);
+      execlp("python3", "python3", (dir + "/https_server.py").c_str(), (dir + "/leaf.pem").c_str(),
+             (dir + "/leaf.key").c_str(), port_file.c_str(), log_file().c_str(), nullptr);
+      _exit(127);
+    }
+    for (int i = 0; i < 200 && port_.empty(); ++i) {
+      usleep(50 * 1000);
+      std::ifstream in(port_file);
+      std::getline(in, port_);
+    }
+  }
+  ~LoopbackHttpsServer() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  LoopbackHttpsServer(const LoopbackHttpsServer&) = delete;
+  LoopbackHttpsServer& operator=(const LoopbackHttpsServer&) = delete;
+
+  const std::string& port_text() const { return port_; }
+  std::string ca_file() const { return dir_ + "/ca.pem"; }
+  std::string log_file() const { return dir_ + "/https_requests.log"; }
+  // Every request head received so far, each followed by "--\n".
+  std::string log() const {
+    std::ifstream in(log_file());
+    std::string s;
+    std::getline(in, s, '\0');
+    return s;
+  }
+
+ private:
+  std::string dir_;
+  std::string port_;
+  pid_t pid_ = -1;
 };
 
 }  // namespace warden::testing

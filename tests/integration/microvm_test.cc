@@ -248,6 +248,29 @@ TEST_F(Microvm, EgressReachesAnAllowedHostThroughWardensProxyOnly) {
   EXPECT_TRUE(r.record["dns"].is_array()) << r.record.dump();
 }
 
+// A credential over HTTPS (docs/egress.md, "Over HTTPS") in the guest: the trust bundle is a
+// single-file bind (which needs root here), the proxy on the host terminates TLS for the one host.
+TEST_F(Microvm, EgressCredentialOverHttpsWorksAsOnNative) {
+  TempDir dir;
+  LoopbackHttpsServer server(dir.path(), "allowed.test");
+  ASSERT_FALSE(server.port_text().empty()) << "the HTTPS server did not start";
+  const std::string secret = "ghp_MicrovmTls0123456789abcdefXYZ";
+  const std::string url = "https://allowed.test:" + server.port_text();
+  Invocation inv;
+  inv.args = {"run", "--backend", "microvm", "--timeout", "60", "--allow", "allowed.test:" + server.port_text(),
+              "--resolve", "allowed.test=127.0.0.1", "--egress-credential", "API_TOKEN=" + url, "--", "sh", "-c",
+              "echo \"seen=$API_TOKEN\"; curl -sS -H \"X-Key: $API_TOKEN\" '" + url + "/m'; echo done"};
+  inv.extra_env = {{"API_TOKEN", secret}, {"SSL_CERT_FILE", server.ca_file()}, {"TMPDIR", dir.path()}};
+  auto r = RunWarden(inv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("MicrovmTls"), std::string::npos) << r.out;
+  auto seen = r.out.find("seen=");
+  ASSERT_NE(seen, std::string::npos) << r.out;
+  const std::string placeholder = r.out.substr(seen + 5, secret.size());
+  EXPECT_NE(r.out.find("X-Key: " + placeholder), std::string::npos) << "the echo comes back masked: " << r.out << r.err;
+  EXPECT_NE(server.log().find("X-Key: " + secret), std::string::npos) << server.log();
+}
+
 TEST_F(Microvm, EgressCarriesMoreConnectionsThanPortsOneAfterAnother) {
   LoopbackHttpServer server("x");
   const std::string url = "http://allowed.test:" + server.port_text() + "/";
