@@ -30,12 +30,16 @@ KillCommand::KillCommand(CLI::App& app, std::ostream& out, std::ostream& err)
     : out_(out), err_(err), db_(audit::kDefaultDatabasePath) {
   kill_ = app.add_subcommand(
       "kill",
-      "Stop calls: `kill all|tenant NAME|agent NAME|tool SERVER__TOOL [--reason TEXT]`; "
+      "Stop calls: `kill all|tenant NAME|user NAME|agent NAME|session ID|tool SERVER__TOOL "
+      "[--reason TEXT]`; "
       "`kill list` shows the switches in force, `kill history` every change");
   unkill_ =
-      app.add_subcommand("unkill", "Release a kill switch: `unkill all|tenant|agent|tool NAME`");
+      app.add_subcommand("unkill",
+                         "Release a kill switch: `unkill all|tenant|user|agent|session|tool NAME`");
   for (CLI::App* sub : {kill_, unkill_}) {
-    sub->add_option("args", args_, "SCOPE [NAME]: all, tenant NAME, agent NAME, tool SERVER__TOOL");
+    sub->add_option("args", args_,
+                    "SCOPE [NAME]: all, tenant NAME, user NAME, agent NAME, session ID, "
+                    "tool SERVER__TOOL");
     sub->add_option("--db", db_, "The SQLite store (default ./var/warden/warden.db)");
     sub->add_flag("--json", json_, "Print JSON");
   }
@@ -48,7 +52,7 @@ int KillCommand::Execute() {
   const char* command = kill ? "warden kill" : "warden unkill";
   if (args_.empty()) {
     err_ << command << ": name what to " << (kill ? "stop" : "release")
-         << ": all, tenant NAME, agent NAME or tool SERVER__TOOL"
+         << ": all, tenant NAME, user NAME, agent NAME, session ID or tool SERVER__TOOL"
          << (kill ? " (or list, history)" : "") << "\n";
     return kExitError;
   }
@@ -111,6 +115,7 @@ int KillCommand::Change(bool kill) {
   action.arguments["changed"] = *changed;
   if (*scope == KillScope::kTenant) action.tenant = name;
   if (*scope == KillScope::kAgent) action.agent = name;
+  if (*scope == KillScope::kSession) action.session = name;
   if (*scope == KillScope::kTool) action.tool = name;
   if (Status st = state::RecordAdminAction(db_, action); !st.ok()) {
     err_ << command << ": the switch is " << (kill ? "in force" : "released")

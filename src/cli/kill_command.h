@@ -1,7 +1,7 @@
 // `warden kill SCOPE [NAME] [--reason TEXT]`, `warden unkill SCOPE [NAME]`, `warden kill list`
 // and `warden kill history`: the kill switches in the warden database (docs/state.md). SCOPE is
-// all, tenant, agent or tool; NAME is an exact tenant, agent or tool (SERVER__TOOL) name; `all`
-// takes none. A running gateway on the same database refuses new calls within a second.
+// all, tenant, user, agent, session or tool; NAME is an exact tenant, user, agent, session id or
+// tool (SERVER__TOOL) name; `all` takes none. A running gateway on the same database refuses new calls within a second.
 // Exit status: 0 done (also when the switch already was in that state); 1 the switch changed but
 // its audit entry could not be written; 2 bad input or the database could not be used.
 #pragma once

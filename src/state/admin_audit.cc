@@ -17,6 +17,7 @@ Status RecordAdminAction(const std::string& db_path, const AdminAction& action) 
   entry.user = action.who;
   entry.tenant = action.tenant;
   entry.agent = action.agent;
+  entry.session = action.session;
   entry.tool = action.tool;
   entry.decision = action.action;
   entry.rule = action.rule;

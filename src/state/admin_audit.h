@@ -15,6 +15,7 @@ struct AdminAction {
   std::string action;  // the entry's decision: "kill", "unkill", "approve"
   std::string tenant;  // the tenant a switch names ("" otherwise)
   std::string agent;   // the agent a switch names
+  std::string session; // the session a switch names
   std::string tool;    // the tool a switch or an approval names (SERVER__TOOL)
   std::string rule;    // what changed: "kill_switch.agent:coder", "tool_pin.files__read"
   std::string reason;  // the operator's reason, or what the approval accepted

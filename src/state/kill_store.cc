@@ -7,16 +7,20 @@ namespace {
 
 // STRICT: a value of the wrong type is refused rather than stored half-right. The CHECKs keep
 // rows a hand edit made meaningless (an unknown scope, a named global) out of the table: the
-// gateway would otherwise have to guess what they mean.
-constexpr const char* kKillSchema = R"sql(
-CREATE TABLE IF NOT EXISTS state_kill_switches (
-  scope TEXT NOT NULL CHECK (scope IN ('global', 'tenant', 'agent', 'tool')),
+// gateway would otherwise have to guess what they mean. The switch table's columns and
+// constraints, after "CREATE TABLE [IF NOT EXISTS] name":
+constexpr const char* kSwitchColumns = R"sql( (
+  scope TEXT NOT NULL CHECK (scope IN ('global', 'tenant', 'user', 'agent', 'session', 'tool')),
   name TEXT NOT NULL CHECK ((scope = 'global') = (name = '')),
   reason TEXT NOT NULL,
   who TEXT NOT NULL,
   since TEXT NOT NULL,
   PRIMARY KEY (scope, name)
 ) STRICT;
+)sql";
+
+std::string KillSchema() {
+  return std::string("CREATE TABLE IF NOT EXISTS state_kill_switches") + kSwitchColumns + R"sql(
 CREATE TABLE IF NOT EXISTS state_kill_history (
   id INTEGER PRIMARY KEY,
   time TEXT NOT NULL,
@@ -27,6 +31,20 @@ CREATE TABLE IF NOT EXISTS state_kill_history (
   who TEXT NOT NULL
 ) STRICT;
 )sql";
+}
+
+// Files made before the user and session scopes have a CHECK that refuses them. SQLite cannot
+// change a CHECK in place: the table is rebuilt with the new one, rows kept, in the opening
+// transaction (history has no CHECK on scope).
+std::string KillScopesUpgrade() {
+  return std::string(
+             "ALTER TABLE state_kill_switches RENAME TO state_kill_switches_before_scopes;\n"
+             "CREATE TABLE state_kill_switches") +
+         kSwitchColumns +
+         "INSERT INTO state_kill_switches SELECT scope, name, reason, who, since "
+         "FROM state_kill_switches_before_scopes;\n"
+         "DROP TABLE state_kill_switches_before_scopes;\n";
+}
 
 constexpr size_t kMaxNameBytes = 256;
 constexpr size_t kMaxReasonBytes = 1024;
@@ -34,7 +52,9 @@ constexpr size_t kMaxReasonBytes = 1024;
 Result<KillScope> ScopeFromColumn(const std::string& text) {
   if (text == "global") return KillScope::kGlobal;
   if (text == "tenant") return KillScope::kTenant;
+  if (text == "user") return KillScope::kUser;
   if (text == "agent") return KillScope::kAgent;
+  if (text == "session") return KillScope::kSession;
   if (text == "tool") return KillScope::kTool;
   return Status::Error("unknown kill switch scope '" + text + "' in the database");
 }
@@ -54,8 +74,12 @@ std::string_view ToString(KillScope scope) {
       return "global";
     case KillScope::kTenant:
       return "tenant";
+    case KillScope::kUser:
+      return "user";
     case KillScope::kAgent:
       return "agent";
+    case KillScope::kSession:
+      return "session";
     case KillScope::kTool:
       return "tool";
   }
@@ -65,10 +89,12 @@ std::string_view ToString(KillScope scope) {
 Result<KillScope> ParseKillScope(std::string_view text) {
   if (text == "all" || text == "global") return KillScope::kGlobal;
   if (text == "tenant") return KillScope::kTenant;
+  if (text == "user") return KillScope::kUser;
   if (text == "agent") return KillScope::kAgent;
+  if (text == "session") return KillScope::kSession;
   if (text == "tool") return KillScope::kTool;
   return Status::Error("unknown kill switch scope '" + std::string(text) +
-                       "': use all, tenant, agent or tool");
+                       "': use all, tenant, user, agent, session or tool");
 }
 
 std::string KillKey(KillScope scope, const std::string& name) {
@@ -105,7 +131,19 @@ Result<std::unique_ptr<KillStore>> KillStore::Open(const DatabaseOptions& option
     auto txn = WriteTransaction::Begin(db->get());
     if (!txn) return txn.status().Wrap(options.path);
     WARDEN_RETURN_IF_ERROR(
-        Exec(db->get(), kKillSchema, "create kill switch tables").Wrap(options.path));
+        Exec(db->get(), KillSchema().c_str(), "create kill switch tables").Wrap(options.path));
+    auto old = Prepare(db->get(),
+                       "SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                       "name = 'state_kill_switches' AND sql NOT LIKE '%''session''%'");
+    if (!old) return old.status().Wrap(options.path);
+    const int rc = sqlite3_step(old->get());
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return SqlError(db->get(), "read the kill switch schema");
+    old->reset();
+    if (rc == SQLITE_ROW) {
+      WARDEN_RETURN_IF_ERROR(Exec(db->get(), KillScopesUpgrade().c_str(),
+                                  "add the user and session scopes to the kill switch table")
+                                 .Wrap(options.path));
+    }
     WARDEN_RETURN_IF_ERROR((*txn)->Commit().Wrap(options.path));
   }
   return std::unique_ptr<KillStore>(new KillStore(options, std::move(*db)));
@@ -193,7 +231,8 @@ Result<std::vector<KillSwitch>> KillStore::Active() {
   auto stmt = Prepare(db,
                       "SELECT scope, name, reason, who, since FROM state_kill_switches "
                       "ORDER BY CASE scope WHEN 'global' THEN 0 WHEN 'tenant' THEN 1 "
-                      "WHEN 'agent' THEN 2 ELSE 3 END, name");
+                      "WHEN 'user' THEN 2 WHEN 'agent' THEN 3 WHEN 'session' THEN 4 ELSE 5 END, "
+                      "name");
   if (!stmt) return stmt.status();
   for (;;) {
     int rc = sqlite3_step(stmt->get());

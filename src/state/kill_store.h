@@ -1,5 +1,5 @@
-// Kill switches, durably: an operator stops everything, a tenant, an agent or a tool, from the
-// CLI (`warden kill`), the API, or code. Two tables in the warden database (docs/state.md):
+// Kill switches, durably: an operator stops everything, a tenant, a user, an agent, a session or a
+// tool, from the CLI (`warden kill`), the API, or code. Two tables in the warden database (docs/state.md):
 // state_kill_switches (what is in force) and state_kill_history (every kill and unkill: who, when,
 // why). The gateway does not read this per call: gateway::KillSwitches keeps an in-memory
 // snapshot and refreshes it when the file changes.
@@ -17,17 +17,19 @@
 
 namespace warden::state {
 
-enum class KillScope { kGlobal, kTenant, kAgent, kTool };
+// Broad to narrow; the order in which a call's switches are looked up and listed.
+enum class KillScope { kGlobal, kTenant, kUser, kAgent, kSession, kTool };
 
-// "global", "tenant", "agent", "tool".
+// "global", "tenant", "user", "agent", "session", "tool".
 std::string_view ToString(KillScope scope);
-// The CLI's words: "all" or "global", "tenant", "agent", "tool"; an error naming the bad word.
+// The CLI's words: "all" or "global", "tenant", "user", "agent", "session", "tool"; an error
+// naming the bad word.
 Result<KillScope> ParseKillScope(std::string_view text);
-// The switch's key, as denials name it: "global", "tenant:acme", "agent:coder",
-// "tool:files__write_file".
+// The switch's key, as denials name it: "global", "tenant:acme", "user:alice", "agent:coder",
+// "session:3f2a...", "tool:files__write_file".
 std::string KillKey(KillScope scope, const std::string& name);
-// A global switch has no name; the others need one: an exact tenant, agent or full tool name
-// (SERVER__TOOL). Names are at most 256 bytes, without control characters, and without `*` or
+// A global switch has no name; the others need one: an exact tenant, user, agent, session id or
+// full tool name (SERVER__TOOL). Names are at most 256 bytes, without control characters, and without `*` or
 // `?`: they are not patterns, and a pattern that silently matched nothing would leave the
 // operator believing a tool was stopped.
 Status ValidateKill(KillScope scope, const std::string& name);

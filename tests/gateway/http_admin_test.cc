@@ -255,6 +255,55 @@ TEST_F(AdminApiTest, ApproverKillsAnAgentOfTheirTenantAndEndsItsInFlightSandbox)
   EXPECT_TRUE(gw_->audit->Verify().ok());
 }
 
+// A user switch stops every agent acting for that user, in-flight sandbox included, and nobody
+// else's; a session switch stops one session and not another of the same agent. An approver may
+// stop only their own tenant's users, and no session (an id does not say whose it is).
+TEST_F(AdminApiTest, UserAndSessionSwitchesStopExactlyThatUserOrSession) {
+  StartServer();
+  std::string coder = Initialize("coder-key");
+  std::string shared = Initialize("acme-shared-key");  // carl's second agent
+  std::string ops = Initialize("ops-key");             // ann's
+  auto running = std::async(std::launch::async, [&] { return Exec(coder, "coder-key", "sleep 30"); });
+  std::this_thread::sleep_for(700ms);
+
+  HttpReply killed = Kill("ann-key", "user", "carl", "carl's laptop was stolen");
+  ASSERT_EQ(killed.status, 200) << killed.body;
+  EXPECT_EQ(killed.Json()["switch"], "user:carl");
+  ASSERT_EQ(running.wait_for(10s), std::future_status::ready);
+  EXPECT_NE(running.get().body.find("kill switch"), std::string::npos);
+  HttpReply denied = Exec(shared, "acme-shared-key", "echo no", 8);
+  EXPECT_NE(denied.body.find("user:carl"), std::string::npos) << denied.body;
+  EXPECT_NE(denied.body.find("carl's laptop was stolen"), std::string::npos) << denied.body;
+  EXPECT_EQ(Exec(ops, "ops-key", "echo fine").Json()["result"]["isError"], false);
+  // Listed for ann, with her tenant's names only.
+  HttpReply listed = Api("GET", "ann-key");
+  ASSERT_EQ(listed.status, 200) << listed.body;
+  EXPECT_NE(listed.body.find("user:carl"), std::string::npos) << listed.body;
+  ASSERT_EQ(Unkill("ann-key", "user", "carl").status, 200);
+
+  // Not another tenant's user; no session at all from an approver.
+  HttpReply other = Kill("ann-key", "user", "gina");
+  EXPECT_EQ(other.status, 403);
+  EXPECT_NE(other.body.find("has no user 'gina'"), std::string::npos) << other.body;
+  HttpReply session_by_approver = Kill("ann-key", "session", coder);
+  EXPECT_EQ(session_by_approver.status, 403);
+  EXPECT_NE(session_by_approver.body.find("only the local operator"), std::string::npos);
+
+  // The operator stops one session: the same agent's other session goes on.
+  std::string coder2 = Initialize("coder-key");
+  auto long_call = std::async(std::launch::async, [&] { return Exec(coder, "coder-key", "sleep 30", 10); });
+  std::this_thread::sleep_for(700ms);
+  ASSERT_TRUE(gw_->core->kill_switches().Kill(state::KillScope::kSession, coder, "injected session", "op").ok());
+  ASSERT_EQ(long_call.wait_for(10s), std::future_status::ready);
+  EXPECT_NE(long_call.get().body.find("kill switch"), std::string::npos);
+  HttpReply stopped = Exec(coder, "coder-key", "echo no", 11);
+  EXPECT_NE(stopped.body.find("session:" + coder), std::string::npos) << stopped.body;
+  HttpReply other_session = Exec(coder2, "coder-key", "echo yes", 12);
+  EXPECT_EQ(other_session.Json()["result"]["structuredContent"]["stdout"], "yes\n") << other_session.body;
+  // Ann does not see the session switch.
+  EXPECT_EQ(Api("GET", "ann-key").body.find("session:"), std::string::npos);
+}
+
 // Calls that hold every worker (built-ins run on them; soon calls waiting for a person) must not
 // starve the admin API, nor the switch that would end them: both run on the core's control
 // executor.

@@ -101,6 +101,33 @@ TEST_F(CliTest, KillAllStopsEveryCallAndIsAudited) {
   EXPECT_EQ(Warden({"audit", "verify"}).exit_code, 0);
 }
 
+TEST_F(CliTest, KillUserAndSessionFromTheCli) {
+  ASSERT_EQ(Warden({"kill", "user", "carl", "--reason", "stolen laptop"}).exit_code, 0);
+  Outcome session = Warden({"kill", "session", "3f2a9c", "--reason", "injected"});
+  ASSERT_EQ(session.exit_code, 0) << session.err;
+  EXPECT_NE(session.out.find("killed session 3f2a9c"), std::string::npos) << session.out;
+  auto gateway = KillSwitches::Open({.path = db()});
+  ASSERT_TRUE(gateway);
+  using S = KillSwitches::Subject;
+  EXPECT_EQ((*gateway)->Check(S{"t", "carl", "a", "s", "x"})->first, "user:carl");
+  EXPECT_EQ((*gateway)->Check(S{"t", "dana", "a", "3f2a9c", "x"})->first, "session:3f2a9c");
+  EXPECT_FALSE((*gateway)->Check(S{"t", "dana", "a", "other", "x"}));
+  // The session switch's audit entry carries the session, so a query by session shows it.
+  Outcome audit = Warden({"audit", "query", "--session", "3f2a9c", "--json"});
+  ASSERT_EQ(audit.exit_code, 0) << audit.err;
+  json entries = json::parse(audit.out);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0]["rule"], "kill_switch.session:3f2a9c");
+  // Released from the CLI: the running view drops it within a second.
+  ASSERT_EQ(Warden({"unkill", "user", "carl"}).exit_code, 0);
+  bool released = false;
+  for (int i = 0; i < 100 && !released; ++i) {
+    released = !(*gateway)->Check(S{"t", "carl", "a", "s", "x"});
+    if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(released);
+}
+
 TEST_F(CliTest, BadKillInputExitsTwoWithAClearMessage) {
   Outcome scope = Warden({"kill", "planet", "earth"});
   EXPECT_EQ(scope.exit_code, 2);

@@ -2,6 +2,7 @@
 #include "state/kill_store.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include "test_support.h"
@@ -135,6 +136,76 @@ TEST(KillStoreTest, DataVersionMovesWhenAnotherConnectionCommits) {
   EXPECT_EQ(*(*watcher)->DataVersion(), *before);
   ASSERT_TRUE((*writer)->Kill(KillScope::kTenant, "acme", "", ""));
   EXPECT_NE(*(*watcher)->DataVersion(), *before);
+}
+
+TEST(KillStoreTest, UserAndSessionSwitchesAreStoredAndListedBroadToNarrow) {
+  TempDb tmp;
+  auto store = KillStore::Open({.path = tmp.path()});
+  ASSERT_TRUE(store);
+  ASSERT_TRUE((*store)->Kill(KillScope::kTool, "files__write_file", "t", "op"));
+  ASSERT_TRUE((*store)->Kill(KillScope::kSession, "3f2a9c", "s", "op"));
+  ASSERT_TRUE((*store)->Kill(KillScope::kAgent, "coder", "a", "op"));
+  ASSERT_TRUE((*store)->Kill(KillScope::kUser, "alice", "u", "op"));
+  auto active = (*store)->Active();
+  ASSERT_TRUE(active) << active.status().message();
+  ASSERT_EQ(active->size(), 4u);
+  EXPECT_EQ(KillKey((*active)[0].scope, (*active)[0].name), "user:alice");
+  EXPECT_EQ(KillKey((*active)[1].scope, (*active)[1].name), "agent:coder");
+  EXPECT_EQ(KillKey((*active)[2].scope, (*active)[2].name), "session:3f2a9c");
+  EXPECT_EQ(KillKey((*active)[3].scope, (*active)[3].name), "tool:files__write_file");
+  EXPECT_EQ(*ParseKillScope("user"), KillScope::kUser);
+  EXPECT_EQ(*ParseKillScope("session"), KillScope::kSession);
+  EXPECT_NE(ParseKillScope("sessions").status().message().find("user, agent, session"), std::string::npos);
+  EXPECT_NE(ValidateKill(KillScope::kSession, "").message().find("a session kill switch needs a session name"),
+            std::string::npos);
+}
+
+// A file from before the user and session scopes: its table's CHECK refuses them. Opening it for
+// writing rebuilds the table with the new CHECK and keeps the switches in force.
+TEST(KillStoreTest, AFileFromBeforeUserAndSessionScopesIsUpgradedKeepingItsSwitches) {
+  TempDb tmp;
+  {
+    std::filesystem::create_directories(tmp.dir() + "/var/warden");
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(tmp.path().c_str(), &db), SQLITE_OK);
+    chmod(tmp.path().c_str(), 0600);
+    const char* old_schema = R"sql(
+CREATE TABLE state_kill_switches (
+  scope TEXT NOT NULL CHECK (scope IN ('global', 'tenant', 'agent', 'tool')),
+  name TEXT NOT NULL CHECK ((scope = 'global') = (name = '')),
+  reason TEXT NOT NULL, who TEXT NOT NULL, since TEXT NOT NULL,
+  PRIMARY KEY (scope, name)) STRICT;
+CREATE TABLE state_kill_history (id INTEGER PRIMARY KEY, time TEXT NOT NULL,
+  action TEXT NOT NULL CHECK (action IN ('kill', 'unkill')), scope TEXT NOT NULL,
+  name TEXT NOT NULL, reason TEXT NOT NULL, who TEXT NOT NULL) STRICT;
+INSERT INTO state_kill_switches VALUES ('agent', 'coder', 'old reason', 'bob', '2025-01-02T03:04:05.000000Z');
+)sql";
+    char* error = nullptr;
+    ASSERT_EQ(sqlite3_exec(db, old_schema, nullptr, nullptr, &error), SQLITE_OK) << (error ? error : "");
+    EXPECT_NE(sqlite3_exec(db, "INSERT INTO state_kill_switches VALUES ('user', 'alice', '', '', '')",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK)
+        << "the old CHECK refuses the new scope";
+    sqlite3_close(db);
+  }
+  // A reader does not change the file, and reads it.
+  auto reader = KillStore::Open({.path = tmp.path(), .create = false});
+  ASSERT_TRUE(reader) << reader.status().message();
+  ASSERT_EQ((*reader)->Active()->size(), 1u);
+  auto store = KillStore::Open({.path = tmp.path()});
+  ASSERT_TRUE(store) << store.status().message();
+  auto killed = (*store)->Kill(KillScope::kUser, "alice", "new", "op");
+  ASSERT_TRUE(killed) << killed.status().message();
+  auto active = (*store)->Active();
+  ASSERT_EQ(active->size(), 2u);
+  EXPECT_EQ(KillKey((*active)[0].scope, (*active)[0].name), "user:alice");
+  EXPECT_EQ((*active)[1].name, "coder");
+  EXPECT_EQ((*active)[1].reason, "old reason");
+  EXPECT_EQ((*active)[1].since, "2025-01-02T03:04:05.000000Z");
+  // Opening again finds nothing left to upgrade.
+  auto again = KillStore::Open({.path = tmp.path()});
+  ASSERT_TRUE(again) << again.status().message();
+  EXPECT_EQ((*again)->Active()->size(), 2u);
 }
 
 }  // namespace

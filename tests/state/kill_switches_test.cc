@@ -61,6 +61,23 @@ TEST(KillSwitchesTest, ChecksGlobalThenTenantThenAgentThenTool) {
   EXPECT_EQ(kills.Check("acme", "a", "t")->first, "global");
 }
 
+TEST(KillSwitchesTest, AUserOrSessionSwitchStopsThatUserOrSessionOnly) {
+  KillSwitches kills;
+  ASSERT_TRUE(kills.Kill(KillScope::kUser, "alice", "account compromised").ok());
+  ASSERT_TRUE(kills.Kill(KillScope::kSession, "s-42", "injected session").ok());
+  using S = KillSwitches::Subject;
+  EXPECT_EQ(kills.Check(S{"acme", "alice", "coder", "s-1", "t"})->first, "user:alice");
+  EXPECT_EQ(kills.Check(S{"acme", "alice", "coder", "s-1", "t"})->second, "account compromised");
+  EXPECT_EQ(kills.Check(S{"acme", "bob", "coder", "s-42", "t"})->first, "session:s-42");
+  EXPECT_FALSE(kills.Check(S{"acme", "bob", "coder", "s-1", "t"}));
+  // The three-field form has no user or session: those switches cannot match it.
+  EXPECT_FALSE(kills.Check("acme", "coder", "t"));
+  // Broad before narrow: the user's switch is named before the session's.
+  EXPECT_EQ(kills.Check(S{"acme", "alice", "coder", "s-42", "t"})->first, "user:alice");
+  ASSERT_TRUE(kills.Kill(KillScope::kTenant, "acme", "tenant").ok());
+  EXPECT_EQ(kills.Check(S{"acme", "alice", "coder", "s-42", "t"})->first, "tenant:acme");
+}
+
 TEST(KillSwitchesTest, RefusesAWildcardToolNameRatherThanMatchingNothing) {
   KillSwitches kills;
   Status st = kills.Kill(KillScope::kTool, "files__*", "");

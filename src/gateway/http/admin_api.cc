@@ -34,6 +34,14 @@ bool AgentNameElsewhere(const policy::Policy& policy, const std::string& tenant,
   return false;
 }
 
+bool UserNameElsewhere(const policy::Policy& policy, const std::string& tenant,
+                       const std::string& user) {
+  for (const auto& [name, t] : policy.identity.tenants) {
+    if (name != tenant && t.users.contains(user)) return true;
+  }
+  return false;
+}
+
 // The caller's tenant when the caller's user is an approver there; nullptr otherwise.
 const policy::Tenant* ApproverTenant(const policy::Policy& policy, const identity::Caller& caller) {
   auto t = policy.identity.tenants.find(caller.tenant);
@@ -127,13 +135,18 @@ AdminReply AdminApi::List(const identity::Caller& caller, const AdminRequest& re
   }
   json out = json::array();
   for (const state::KillSwitch& s : core_.kill_switches().Active()) {
-    // An approver sees what stops their tenant: global and tool switches, their tenant's switch
-    // and their agents'; never another tenant's names.
+    // An approver sees what stops their tenant: global and tool switches, their tenant's switch,
+    // their users' and their agents'; never another tenant's names, nor session switches (a
+    // session id does not say whose it is).
     if (!op) {
       if (s.scope == KillScope::kTenant && s.name != caller.tenant) continue;
       if (s.scope == KillScope::kAgent &&
           (!tenant->agents.contains(s.name) || AgentNameElsewhere(*policy, caller.tenant, s.name)))
         continue;
+      if (s.scope == KillScope::kUser &&
+          (!tenant->users.contains(s.name) || UserNameElsewhere(*policy, caller.tenant, s.name)))
+        continue;
+      if (s.scope == KillScope::kSession) continue;  // not known to be this tenant's
     }
     json j = SwitchJson(s.scope, s.name);
     j["reason"] = s.reason, j["who"] = s.who, j["since"] = s.since;
@@ -143,7 +156,7 @@ AdminReply AdminApi::List(const identity::Caller& caller, const AdminRequest& re
 }
 
 AdminReply AdminApi::Apply(const identity::Caller& caller, const AdminRequest& request, bool kill) {
-  // The body: {"scope": "agent|tool|tenant|all", "name": "...", "reason": "..."}.
+  // The body: {"scope": "all|tenant|user|agent|session|tool", "name": "...", "reason": "..."}.
   json body = json::parse(request.body, nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
     return Refuse(caller, request, 400,
@@ -157,7 +170,8 @@ AdminReply AdminApi::Apply(const identity::Caller& caller, const AdminRequest& r
     if (!value.is_string()) return Refuse(caller, request, 400, "'" + key + "' must be a string");
   }
   if (!body.contains("scope")) {
-    return Refuse(caller, request, 400, "'scope' is required: agent, tool, tenant or all");
+    return Refuse(caller, request, 400,
+                  "'scope' is required: all, tenant, user, agent, session or tool");
   }
   auto scope = state::ParseKillScope(body["scope"].get<std::string>());
   if (!scope) return Refuse(caller, request, 400, scope.status().message());
@@ -185,6 +199,22 @@ AdminReply AdminApi::Apply(const identity::Caller& caller, const AdminRequest& r
                       std::string("a ") + (*scope == KillScope::kTool ? "tool" : "global") +
                           " switch stops every tenant: only the local operator may change it "
                           "(warden kill/unkill on the host)");
+      case KillScope::kSession:
+        return Refuse(caller, request, 403,
+                      "a session switch names a session id of any tenant: only the local "
+                      "operator may change it (warden kill session ID on the host)");
+      case KillScope::kUser:
+        if (!tenant->users.contains(name)) {
+          return Refuse(caller, request, 403,
+                        "tenant '" + caller.tenant + "' has no user '" + name + "'");
+        }
+        if (UserNameElsewhere(*policy, caller.tenant, name)) {
+          return Refuse(caller, request, 403,
+                        "another tenant also has a user '" + name +
+                            "' and the switch would stop them too: only the local operator may "
+                            "change it");
+        }
+        break;
       case KillScope::kTenant:
         if (name != caller.tenant) {
           return Refuse(caller, request, 403,
@@ -208,7 +238,7 @@ AdminReply AdminApi::Apply(const identity::Caller& caller, const AdminRequest& r
       // A caller a switch stops (a stopped tenant's approver; with an agent's credential, the
       // agent itself, though Handle refuses those first) may not release switches: the release
       // has to come from outside what was stopped.
-      if (auto stopped = core_.kill_switches().Check(caller.tenant, caller.agent, "")) {
+      if (auto stopped = core_.kill_switches().Check({caller.tenant, caller.user, caller.agent, "", ""})) {
         return Refuse(caller, request, 403,
                       "you are stopped by kill switch " + stopped->first +
                           ": a stopped caller may not release switches");
@@ -242,6 +272,7 @@ AdminReply AdminApi::Apply(const identity::Caller& caller, const AdminRequest& r
   entry.user = caller.user;
   entry.tenant = *scope == KillScope::kTenant ? name : caller.tenant;
   if (*scope == KillScope::kAgent) entry.agent = name;
+  if (*scope == KillScope::kSession) entry.session = name;
   if (*scope == KillScope::kTool) entry.tool = name;
   entry.decision = kill ? "kill" : "unkill";
   entry.rule = "kill_switch." + key;

@@ -337,7 +337,9 @@ void McpSession::CancelMatching(KillScope scope, const std::string& name,
                                 const std::string& reason) {
   const bool whole = scope == KillScope::kGlobal ||
                      (scope == KillScope::kTenant && name == caller_.tenant) ||
-                     (scope == KillScope::kAgent && name == caller_.agent);
+                     (scope == KillScope::kUser && name == caller_.user) ||
+                     (scope == KillScope::kAgent && name == caller_.agent) ||
+                     (scope == KillScope::kSession && name == options_.session_id);
   std::vector<std::shared_ptr<InFlight>> hit;
   {
     std::lock_guard lock(mu_);

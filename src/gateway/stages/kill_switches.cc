@@ -148,7 +148,7 @@ Status KillSwitches::Unkill(KillScope scope, const std::string& name, const std:
 }
 
 std::optional<std::pair<std::string, std::string>> KillSwitches::Check(
-    const std::string& tenant, const std::string& agent, const std::string& tool) const {
+    const Subject& subject) const {
   std::lock_guard lock(mu_);
   if (failing_since_ &&
       std::chrono::steady_clock::now() - *failing_since_ >= options_.fail_closed_after) {
@@ -157,10 +157,9 @@ std::optional<std::pair<std::string, std::string>> KillSwitches::Check(
         "the kill switches cannot be read, so every call is refused: " + refresh_status_.message());
   }
   if (pulled_.empty()) return std::nullopt;
-  const Probe probes[] = {{KillScope::kGlobal, ""},
-                          {KillScope::kTenant, tenant},
-                          {KillScope::kAgent, agent},
-                          {KillScope::kTool, tool}};
+  const Probe probes[] = {{KillScope::kGlobal, ""},           {KillScope::kTenant, subject.tenant},
+                          {KillScope::kUser, subject.user},     {KillScope::kAgent, subject.agent},
+                          {KillScope::kSession, subject.session}, {KillScope::kTool, subject.tool}};
   for (const Probe& probe : probes) {
     if (probe.first != KillScope::kGlobal && probe.second.empty()) continue;
     auto it = pulled_.find(probe);
@@ -175,7 +174,7 @@ std::vector<KillSwitch> KillSwitches::Active() const {
   std::vector<KillSwitch> out;
   {
     std::lock_guard lock(mu_);
-    // The map's order is (scope, name): global, tenant, agent, tool.
+    // The map's order is (scope, name): global, tenant, user, agent, session, tool.
     for (const auto& [key, entry] : pulled_) out.push_back(entry);
   }
   return out;

@@ -1,5 +1,5 @@
-// Kill switches: calls refused because an operator pulled a switch for everything, a tenant, an
-// agent or a tool. Check runs on every tool call, so it reads an in-memory snapshot and never
+// Kill switches: calls refused because an operator pulled a switch for everything, a tenant, a
+// user, an agent, a session or a tool. Check runs on every tool call, so it reads an in-memory snapshot and never
 // SQL. Constructed on the durable store (state::KillStore, the warden database), a background
 // thread keeps that snapshot current: it polls the file's PRAGMA data_version every
 // poll_interval and re-reads the switches when another connection (`warden kill` in another
@@ -56,12 +56,20 @@ class KillSwitches {
               const std::string& who = "");
   Status Unkill(KillScope scope, const std::string& name, const std::string& who = "");
 
+  // Who and what a call is, as the switches see it. An empty field matches no switch.
+  struct Subject {
+    std::string_view tenant, user, agent, session, tool;
+  };
   // A switch that stops this call, as {switch, reason} ("tool:sandbox__exec", "..."), checked in
-  // the order global, tenant, agent, tool; nullopt when none does. Empty tenant, agent or tool
-  // match no switch. Cheap: one lock and up to four map look-ups.
+  // the order global, tenant, user, agent, session, tool; nullopt when none does. Cheap: one lock
+  // and up to six map look-ups.
+  std::optional<std::pair<std::string, std::string>> Check(const Subject& subject) const;
+  // The same without a user or a session.
   std::optional<std::pair<std::string, std::string>> Check(const std::string& tenant,
                                                            const std::string& agent,
-                                                           const std::string& tool) const;
+                                                           const std::string& tool) const {
+    return Check(Subject{tenant, "", agent, "", tool});
+  }
 
   // The switches in force in the snapshot, by scope then name.
   std::vector<state::KillSwitch> Active() const;
@@ -70,7 +78,7 @@ class KillSwitches {
   // a pulled switch is pulled again): on the thread that called Kill, or on the refresher's
   // thread for switches pulled elsewhere. The snapshot already holds the switch when it runs.
   // The session layer uses it to cancel the in-flight calls (and their sandboxes) of that
-  // tenant, agent or tool, or of everything for kGlobal. Listeners must be quick and must not
+  // tenant, user, agent, session or tool, or of everything for kGlobal. Listeners must be quick and must not
   // call Subscribe; they may call Check.
   using Listener =
       std::function<void(KillScope, const std::string& name, const std::string& reason)>;

@@ -30,7 +30,7 @@ class IdentityStage : public Stage {
   identity::Caller caller_;
 };
 
-// Denies calls stopped by a kill switch (global, tenant, agent or tool).
+// Denies calls stopped by a kill switch (global, tenant, user, agent, session or tool).
 class KillSwitchStage : public Stage {
  public:
   explicit KillSwitchStage(const KillSwitches& switches) : switches_(switches) {}
