@@ -128,13 +128,13 @@ std::vector<Digest> ConsistencyProof(std::span<const Digest> leaves, uint64_t m)
   return out;
 }
 
-bool VerifyInclusion(uint64_t index, uint64_t size, const Digest& leaf,
-                     std::span<const Digest> proof, const Digest& root) {
-  if (index >= size) return false;
+std::optional<Digest> RootFromInclusion(uint64_t index, uint64_t size, const Digest& leaf,
+                                        std::span<const Digest> proof) {
+  if (index >= size) return std::nullopt;
   uint64_t fn = index, sn = size - 1;
   Digest r = leaf;
   for (const Digest& p : proof) {
-    if (sn == 0) return false;
+    if (sn == 0) return std::nullopt;
     if ((fn & 1) != 0 || fn == sn) {
       r = NodeHash(p, r);
       while ((fn & 1) == 0 && fn != 0) fn >>= 1, sn >>= 1;
@@ -143,7 +143,14 @@ bool VerifyInclusion(uint64_t index, uint64_t size, const Digest& leaf,
     }
     fn >>= 1, sn >>= 1;
   }
-  return sn == 0 && r == root;
+  if (sn != 0) return std::nullopt;
+  return r;
+}
+
+bool VerifyInclusion(uint64_t index, uint64_t size, const Digest& leaf,
+                     std::span<const Digest> proof, const Digest& root) {
+  const std::optional<Digest> r = RootFromInclusion(index, size, leaf, proof);
+  return r.has_value() && *r == root;
 }
 
 bool VerifyConsistency(uint64_t old_size, uint64_t new_size, const Digest& old_root,

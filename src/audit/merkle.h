@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,6 +38,10 @@ std::vector<Digest> InclusionProof(std::span<const Digest> leaves, uint64_t inde
 // PROOF(m, D[n]) for the tree of all `leaves`. Requires 0 < m <= leaves.size(); empty for m == n.
 std::vector<Digest> ConsistencyProof(std::span<const Digest> leaves, uint64_t m);
 
+// The root that `proof` takes `leaf` at `index` to, in a tree of `size` leaves (RFC 9162
+// 2.1.3.2 before its last comparison); nullopt when the proof cannot be one for that position.
+std::optional<Digest> RootFromInclusion(uint64_t index, uint64_t size, const Digest& leaf,
+                                        std::span<const Digest> proof);
 // RFC 9162 2.1.3.2: does `proof` take `leaf` at `index` to `root` in a tree of `size` leaves?
 bool VerifyInclusion(uint64_t index, uint64_t size, const Digest& leaf,
                      std::span<const Digest> proof, const Digest& root);

@@ -246,23 +246,6 @@ json HexList(const std::vector<audit::Digest>& digests) {
   return out;
 }
 
-// The tree of an intact chain, or the message to print (exit kExitBad when the chain is broken,
-// kExitError when the store could not be read).
-Result<AuditLog::Tree> ReadIntactTree(const std::string& db, int* exit_code) {
-  *exit_code = kExitError;
-  auto log = OpenForReading(db);
-  if (!log) return log.status();
-  auto tree = (*log)->ReadTree();
-  if (!tree) return tree.status();
-  if (!tree->report.ok()) {
-    *exit_code = kExitBad;
-    return Status::Error("the chain is broken at entry " + std::to_string(tree->report.first_bad_id) +
-                         " (" + std::string(audit::ToString(tree->report.problem)) +
-                         "): " + tree->report.detail + "; nothing is proved or signed about it");
-  }
-  return tree;
-}
-
 // Writes `text` to `path` through a temporary file beside it and rename(2): a reader sees the old
 // checkpoint or the new one, whole.
 Status WriteAtomically(const std::string& path, const std::string& text) {
@@ -278,6 +261,24 @@ Status WriteAtomically(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+std::optional<audit::AuditLog::Tree> AuditCommand::IntactTree(const char* name, int* exit_code) {
+  *exit_code = kExitError;
+  auto log = OpenForReading(db_);
+  auto tree = log ? (*log)->ReadTree() : Result<AuditLog::Tree>(log.status());
+  if (!tree) {
+    err_ << "warden audit " << name << ": " << tree.status().message() << "\n";
+    return std::nullopt;
+  }
+  if (!tree->report.ok()) {
+    *exit_code = kExitBad;
+    err_ << "warden audit " << name << ": the chain is broken at entry "
+         << tree->report.first_bad_id << " (" << audit::ToString(tree->report.problem)
+         << "): " << tree->report.detail << "; nothing is proved or signed about it\n";
+    return std::nullopt;
+  }
+  return std::move(*tree);
+}
+
 std::string AuditCommand::KeyPath() const {
   if (!key_.empty()) return key_;
   const std::filesystem::path dir = std::filesystem::path(db_).parent_path();
@@ -286,11 +287,8 @@ std::string AuditCommand::KeyPath() const {
 
 int AuditCommand::SignCheckpoint() {
   int code = kExitError;
-  auto tree = ReadIntactTree(db_, &code);
-  if (!tree) {
-    err_ << "warden audit checkpoint: " << tree.status().message() << "\n";
-    return code;
-  }
+  auto tree = IntactTree("checkpoint", &code);
+  if (!tree) return code;
   Status origin = audit::ValidOrigin(origin_);
   if (!origin.ok()) {
     err_ << "warden audit checkpoint: --origin: " << origin.message() << "\n";
@@ -344,11 +342,8 @@ int AuditCommand::SignCheckpoint() {
 
 int AuditCommand::Prove() {
   int code = kExitError;
-  auto tree = ReadIntactTree(db_, &code);
-  if (!tree) {
-    err_ << "warden audit prove: " << tree.status().message() << "\n";
-    return code;
-  }
+  auto tree = IntactTree("prove", &code);
+  if (!tree) return code;
   const uint64_t size = tree_size_ == 0 ? tree->leaves.size() : tree_size_;
   if (size > tree->leaves.size()) {
     err_ << "warden audit prove: --size " << size << ": the log has " << tree->leaves.size()
@@ -361,23 +356,27 @@ int AuditCommand::Prove() {
     return kExitError;
   }
   std::span<const audit::Digest> leaves(tree->leaves.data(), size);
+  // The root folded from the path: one pass over the leaves, not a second one for the root.
+  const std::vector<audit::Digest> path = audit::InclusionProof(leaves, entry_ - 1);
+  const auto root = audit::RootFromInclusion(entry_ - 1, size, leaves[entry_ - 1], path);
+  if (!root) {
+    err_ << "warden audit prove: internal error: the proof does not fold to a root\n";
+    return kExitError;
+  }
   json j = {{"entry", entry_},
             {"leaf_index", entry_ - 1},
             {"tree_size", size},
             {"leaf_hash", audit::ToHex(leaves[entry_ - 1])},
-            {"path", HexList(audit::InclusionProof(leaves, entry_ - 1))},
-            {"root", audit::ToHex(audit::MerkleRoot(leaves))}};
+            {"path", HexList(path)},
+            {"root", audit::ToHex(*root)}};
   out_ << j.dump() << "\n";
   return 0;
 }
 
 int AuditCommand::Consistency() {
   int code = kExitError;
-  auto tree = ReadIntactTree(db_, &code);
-  if (!tree) {
-    err_ << "warden audit consistency: " << tree.status().message() << "\n";
-    return code;
-  }
+  auto tree = IntactTree("consistency", &code);
+  if (!tree) return code;
   if (new_size_ > tree->leaves.size() || old_size_ > new_size_) {
     err_ << "warden audit consistency: need OLD <= NEW <= " << tree->leaves.size()
          << " (the log's entries), got " << old_size_ << " and " << new_size_ << "\n";

@@ -7,7 +7,10 @@
 #include <CLI/CLI.hpp>
 #include <cstddef>
 #include <iostream>
+#include <optional>
 #include <string>
+
+#include "audit/audit_log.h"
 
 namespace warden::cli {
 
@@ -31,6 +34,8 @@ class AuditCommand {
   int Consistency();
   int PublicKey();
   std::string KeyPath() const;
+  // The tree of an intact chain; else prints why (as `warden audit NAME`) and sets *exit_code.
+  std::optional<audit::AuditLog::Tree> IntactTree(const char* name, int* exit_code);
 
   CLI::App* sub_;
   CLI::App *verify_, *tail_, *query_, *export_, *checkpoint_, *prove_, *consistency_, *public_key_;

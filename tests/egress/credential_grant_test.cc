@@ -123,14 +123,12 @@ class CredentialProxyTest : public ::testing::Test {
     options.resolve = *resolve;
     options.credentials = {credential_};
     options.recorder = [this](const EgressRecord& r) { records_.Add(r); };
-    proxy_ = std::make_unique<EgressProxy>(std::move(options));
-    auto [fd, proxy_port] = testing::ListenTcp();
-    ASSERT_TRUE(fd.valid());
-    proxy_port_ = proxy_port;
-    ASSERT_TRUE(proxy_->AddListener(std::move(fd)).ok());
-    ASSERT_TRUE(proxy_->Start().ok());
+    proxy_ = testing::StartProxy(std::move(options), &proxy_port_);
+    ASSERT_NE(proxy_, nullptr);
   }
-  void TearDown() override { proxy_->Stop(); }
+  void TearDown() override {
+    if (proxy_) proxy_->Stop();
+  }
 
   std::string Url(const std::string& host, const std::string& path) const {
     return "http://" + host + ":" + std::to_string(origin_.port()) + path;

@@ -38,12 +38,8 @@ class ProxyTest : public ::testing::Test {
     options.limits = limits;
     options.zero_copy = zero_copy_;
     options.recorder = [this](const EgressRecord& r) { records_.Add(r); };
-    proxy_ = std::make_unique<EgressProxy>(std::move(options));
-    auto [fd, port] = testing::ListenTcp();
-    ASSERT_TRUE(fd.valid());
-    proxy_port_ = port;
-    ASSERT_TRUE(proxy_->AddListener(std::move(fd)).ok());
-    ASSERT_TRUE(proxy_->Start().ok());
+    proxy_ = testing::StartProxy(std::move(options), &proxy_port_);
+    ASSERT_NE(proxy_, nullptr);
   }
 
   void TearDown() override {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/unique_fd.h"
+#include "egress/proxy.h"
 
 namespace warden::egress::testing {
 
@@ -409,6 +410,21 @@ inline ProcessResult RunProgram(const std::vector<std::string>& argv,
 
 inline bool HaveProgram(const std::string& name) {
   return RunProgram({"sh", "-c", "command -v " + name}).exit_code == 0;
+}
+
+// A proxy with `options` on a fresh loopback listener, started, its port in *port; a test
+// failure (and null) when it cannot be. What the proxy fixtures' SetUp does.
+inline std::unique_ptr<EgressProxy> StartProxy(ProxyOptions options, uint16_t* port) {
+  auto proxy = std::make_unique<EgressProxy>(std::move(options));
+  auto [fd, listen_port] = ListenTcp();
+  EXPECT_TRUE(fd.valid());
+  if (!fd.valid()) return nullptr;
+  *port = listen_port;
+  Status added = proxy->AddListener(std::move(fd));
+  EXPECT_TRUE(added.ok()) << added.message();
+  Status started = added.ok() ? proxy->Start() : added;
+  EXPECT_TRUE(started.ok()) << started.message();
+  return started.ok() ? std::move(proxy) : nullptr;
 }
 
 // What a callback on another thread hands over (records, log lines), and a wait for it.

@@ -181,12 +181,8 @@ class TlsCredentialProxyTest : public ::testing::Test {
     options.tls_intercepts = intercepts;
     options.upstream_ca_file = upstream_ca_file;
     options.recorder = [this](const EgressRecord& r) { records_.Add(r); };
-    proxy_ = std::make_unique<EgressProxy>(std::move(options));
-    auto [fd, proxy_port] = testing::ListenTcp();
-    ASSERT_TRUE(fd.valid());
-    proxy_port_ = proxy_port;
-    ASSERT_TRUE(proxy_->AddListener(std::move(fd)).ok());
-    ASSERT_TRUE(proxy_->Start().ok());
+    proxy_ = testing::StartProxy(std::move(options), &proxy_port_);
+    ASSERT_NE(proxy_, nullptr);
   }
   void TearDown() override {
     if (proxy_) proxy_->Stop();

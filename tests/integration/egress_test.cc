@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "https_credential.h"
 #include "loopback_http.h"
 
 namespace warden::testing {
@@ -247,28 +248,20 @@ TEST(Egress, EgressCredentialOverHttpsIsPutInByTheProxyAndNeverHeld) {
   LoopbackHttpsServer server(d, "allowed.test");
   const std::string port = server.port_text();
   ASSERT_FALSE(port.empty()) << "the HTTPS server did not start";
-  const std::string url = "https://allowed.test:" + port;
   const std::string script =
-      "echo \"seen=$API_TOKEN\"; "
       "grep -rals 'T[l]sValue' /proc/[0-9]*/environ /proc/[0-9]*/cmdline /tmp /etc /run 2>/dev/null | sed 's/^/found:/'; "
-      "curl -sS -H \"Authorization: Bearer $API_TOKEN\" '" + url + "/curl'; "
-      "python3 -c \"import os, urllib.request as u; print(u.urlopen(u.Request('" + url +
-      "/py', headers={'X-Key': os.environ['API_TOKEN']})).read().decode())\"; "
+      "curl -sS -H \"Authorization: Bearer $API_TOKEN\" \"$URL/curl\"; "
+      "python3 -c \"import os, urllib.request as u; print(u.urlopen(u.Request(os.environ['URL'] + "
+      "'/py', headers={'X-Key': os.environ['API_TOKEN']})).read().decode())\"; "
       "test -r \"$SSL_CERT_FILE\" && echo bundle=$SSL_CERT_FILE; "
       "( : >> \"$SSL_CERT_FILE\" ) 2>/dev/null && echo bundle-writable; "
       "curl -sS -w ' %{http_code}' -H \"X-Key: $API_TOKEN\" 'http://allowed.test:" + port + "/clear'; echo";
-  Invocation inv;
-  inv.args = {"run", "--allow", "allowed.test:" + port, "--resolve", "allowed.test=127.0.0.1", "--egress-credential",
-              "API_TOKEN=" + url, "--", "sh", "-c", script};
-  inv.extra_env = {{"API_TOKEN", secret}, {"SSL_CERT_FILE", server.ca_file()}, {"TMPDIR", d}};
-  auto r = RunWarden(inv);
+  auto [r, placeholder] = RunWithHttpsCredential(server, d, secret, {}, script);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find("TlsValue"), std::string::npos) << "the sandbox saw the value:\n" << r.out;
   EXPECT_EQ(r.out.find("found:"), std::string::npos) << r.out;
   EXPECT_EQ(r.record.dump().find("TlsValue"), std::string::npos) << r.record.dump();
-  auto seen = r.out.find("seen=");
-  ASSERT_NE(seen, std::string::npos) << r.out;
-  const std::string placeholder = r.out.substr(seen + 5, secret.size());
+  ASSERT_FALSE(placeholder.empty()) << r.out;
   // Both clients reached the server over TLS they verified, and its echo came back masked.
   EXPECT_NE(r.out.find("GET /curl HTTP/1.1"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.out.find("Authorization: Bearer " + placeholder), std::string::npos) << r.out;

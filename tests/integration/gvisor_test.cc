@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "https_credential.h"
 #include "loopback_http.h"
 
 namespace warden::testing {
@@ -190,19 +191,13 @@ TEST_F(Gvisor, EgressCredentialOverHttpsWorksAsOnNative) {
   LoopbackHttpsServer server(dir.path(), "allowed.test");
   ASSERT_FALSE(server.port_text().empty()) << "the HTTPS server did not start";
   const std::string secret = "ghp_GvisorTls0123456789abcdefXYZ";
-  const std::string url = "https://allowed.test:" + server.port_text();
-  Invocation inv;
-  inv.args = {"run", "--backend", "gvisor", "--allow", "allowed.test:" + server.port_text(), "--resolve",
-              "allowed.test=127.0.0.1", "--egress-credential", "API_TOKEN=" + url, "--", "sh", "-c",
-              "echo \"seen=$API_TOKEN\"; curl -sS -H \"X-Key: $API_TOKEN\" '" + url + "/g'; "
-              "( : >> \"$SSL_CERT_FILE\" ) 2>/dev/null && echo bundle-writable; echo done"};
-  inv.extra_env = {{"API_TOKEN", secret}, {"SSL_CERT_FILE", server.ca_file()}, {"TMPDIR", dir.path()}};
-  auto r = RunWarden(inv);
+  auto [r, placeholder] = RunWithHttpsCredential(
+      server, dir.path(), secret, {"--backend", "gvisor"},
+      "curl -sS -H \"X-Key: $API_TOKEN\" \"$URL/g\"; "
+      "( : >> \"$SSL_CERT_FILE\" ) 2>/dev/null && echo bundle-writable; echo done");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find("GvisorTls"), std::string::npos) << r.out;
-  auto seen = r.out.find("seen=");
-  ASSERT_NE(seen, std::string::npos) << r.out;
-  const std::string placeholder = r.out.substr(seen + 5, secret.size());
+  ASSERT_FALSE(placeholder.empty()) << r.out;
   EXPECT_NE(r.out.find("X-Key: " + placeholder), std::string::npos) << "the echo comes back masked: " << r.out << r.err;
   EXPECT_EQ(r.out.find("bundle-writable"), std::string::npos) << r.out;
   EXPECT_NE(server.log().find("X-Key: " + secret), std::string::npos) << server.log();

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "https_credential.h"
 #include "loopback_http.h"
 
 namespace warden::testing {
@@ -255,18 +256,12 @@ TEST_F(Microvm, EgressCredentialOverHttpsWorksAsOnNative) {
   LoopbackHttpsServer server(dir.path(), "allowed.test");
   ASSERT_FALSE(server.port_text().empty()) << "the HTTPS server did not start";
   const std::string secret = "ghp_MicrovmTls0123456789abcdefXYZ";
-  const std::string url = "https://allowed.test:" + server.port_text();
-  Invocation inv;
-  inv.args = {"run", "--backend", "microvm", "--timeout", "60", "--allow", "allowed.test:" + server.port_text(),
-              "--resolve", "allowed.test=127.0.0.1", "--egress-credential", "API_TOKEN=" + url, "--", "sh", "-c",
-              "echo \"seen=$API_TOKEN\"; curl -sS -H \"X-Key: $API_TOKEN\" '" + url + "/m'; echo done"};
-  inv.extra_env = {{"API_TOKEN", secret}, {"SSL_CERT_FILE", server.ca_file()}, {"TMPDIR", dir.path()}};
-  auto r = RunWarden(inv);
+  auto [r, placeholder] = RunWithHttpsCredential(server, dir.path(), secret,
+                                                 {"--backend", "microvm", "--timeout", "60"},
+                                                 "curl -sS -H \"X-Key: $API_TOKEN\" \"$URL/m\"; echo done");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find("MicrovmTls"), std::string::npos) << r.out;
-  auto seen = r.out.find("seen=");
-  ASSERT_NE(seen, std::string::npos) << r.out;
-  const std::string placeholder = r.out.substr(seen + 5, secret.size());
+  ASSERT_FALSE(placeholder.empty()) << r.out;
   EXPECT_NE(r.out.find("X-Key: " + placeholder), std::string::npos) << "the echo comes back masked: " << r.out << r.err;
   EXPECT_NE(server.log().find("X-Key: " + secret), std::string::npos) << server.log();
 }

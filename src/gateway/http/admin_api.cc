@@ -26,18 +26,17 @@ std::string Who(const identity::Caller& caller, bool local_operator) {
 }
 
 // Tenants other than `tenant` that declare an agent called `agent`.
-bool AgentNameElsewhere(const policy::Policy& policy, const std::string& tenant,
-                        const std::string& agent) {
-  for (const auto& [name, t] : policy.identity.tenants) {
-    if (name != tenant && t.agents.contains(agent)) return true;
-  }
-  return false;
+// Whether tenant `t` has a user (kUser) or an agent (kAgent) called `name`.
+bool HasName(const policy::Tenant& t, KillScope scope, const std::string& name) {
+  return scope == KillScope::kUser ? t.users.contains(name) : t.agents.contains(name);
 }
 
-bool UserNameElsewhere(const policy::Policy& policy, const std::string& tenant,
-                       const std::string& user) {
-  for (const auto& [name, t] : policy.identity.tenants) {
-    if (name != tenant && t.users.contains(user)) return true;
+// Whether a tenant other than `tenant` has one called `name` too: switch names are global, so
+// the switch would stop theirs as well.
+bool NameElsewhere(const policy::Policy& policy, const std::string& tenant, KillScope scope,
+                   const std::string& name) {
+  for (const auto& [other, t] : policy.identity.tenants) {
+    if (other != tenant && HasName(t, scope, name)) return true;
   }
   return false;
 }
@@ -140,11 +139,9 @@ AdminReply AdminApi::List(const identity::Caller& caller, const AdminRequest& re
     // session id does not say whose it is).
     if (!op) {
       if (s.scope == KillScope::kTenant && s.name != caller.tenant) continue;
-      if (s.scope == KillScope::kAgent &&
-          (!tenant->agents.contains(s.name) || AgentNameElsewhere(*policy, caller.tenant, s.name)))
-        continue;
-      if (s.scope == KillScope::kUser &&
-          (!tenant->users.contains(s.name) || UserNameElsewhere(*policy, caller.tenant, s.name)))
+      if ((s.scope == KillScope::kAgent || s.scope == KillScope::kUser) &&
+          (!HasName(*tenant, s.scope, s.name) ||
+           NameElsewhere(*policy, caller.tenant, s.scope, s.name)))
         continue;
       if (s.scope == KillScope::kSession) continue;  // not known to be this tenant's
     }
@@ -203,36 +200,28 @@ AdminReply AdminApi::Apply(const identity::Caller& caller, const AdminRequest& r
         return Refuse(caller, request, 403,
                       "a session switch names a session id of any tenant: only the local "
                       "operator may change it (warden kill session ID on the host)");
-      case KillScope::kUser:
-        if (!tenant->users.contains(name)) {
-          return Refuse(caller, request, 403,
-                        "tenant '" + caller.tenant + "' has no user '" + name + "'");
-        }
-        if (UserNameElsewhere(*policy, caller.tenant, name)) {
-          return Refuse(caller, request, 403,
-                        "another tenant also has a user '" + name +
-                            "' and the switch would stop them too: only the local operator may "
-                            "change it");
-        }
-        break;
       case KillScope::kTenant:
         if (name != caller.tenant) {
           return Refuse(caller, request, 403,
                         "an approver may stop only their own tenant '" + caller.tenant + "'");
         }
         break;
-      case KillScope::kAgent:
-        if (!tenant->agents.contains(name)) {
+      case KillScope::kUser:
+      case KillScope::kAgent: {
+        const bool user = *scope == KillScope::kUser;
+        if (!HasName(*tenant, *scope, name)) {
           return Refuse(caller, request, 403,
-                        "tenant '" + caller.tenant + "' has no agent '" + name + "'");
+                        "tenant '" + caller.tenant + "' has no " + (user ? "user '" : "agent '") +
+                            name + "'");
         }
-        if (AgentNameElsewhere(*policy, caller.tenant, name)) {
+        if (NameElsewhere(*policy, caller.tenant, *scope, name)) {
           return Refuse(caller, request, 403,
-                        "another tenant also has an agent '" + name +
-                            "' and the switch would stop it too: only the local operator may "
-                            "change it");
+                        std::string("another tenant also has ") + (user ? "a user '" : "an agent '") +
+                            name + "' and the switch would stop " + (user ? "them" : "it") +
+                            " too: only the local operator may change it");
         }
         break;
+      }
     }
     if (!kill) {
       // A caller a switch stops (a stopped tenant's approver; with an agent's credential, the
