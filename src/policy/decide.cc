@@ -4,6 +4,7 @@
 
 #include "policy/policy.h"
 #include "policy/rule_index.h"
+#include "policy/trifecta.h"
 
 namespace warden::policy {
 namespace {
@@ -203,6 +204,7 @@ Decision Decide(const Policy& policy, const CallContext& ctx, const ToolCall& ca
     d.rule = "defaults.unknown_tool";
   }
   d.effect = EffectOf(policy, effect, d.risk);
+  labels |= IntrinsicLabels(policy, call.tool, d.sandbox_profile);
   d.labels = LabelNames(labels);
   d.visible = walk.Visible(caller, 0);
 
@@ -241,6 +243,7 @@ bool Visible(const Policy& policy, const CallContext& ctx, const std::string& to
   for (const std::string& name : labels_hint) {
     if (auto label = ParseLabel(name)) hint |= *label;
   }
+  hint |= IntrinsicLabels(policy, tool, "");
   return RuleWalk(policy, caller, ctx, tool, nullptr).Visible(caller, hint);
 }
 

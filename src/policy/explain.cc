@@ -182,6 +182,27 @@ void SandboxSummary(const Policy& policy, std::ostream& out) {
         << (sb.pool.profile.empty() ? "default" : sb.pool.profile) << "\n";
 }
 
+std::string Pointers(const std::vector<JsonPattern>& patterns) {
+  std::string out;
+  for (const JsonPattern& p : patterns) out += (out.empty() ? "" : ", ") + ("\"" + p.text() + "\"");
+  return out;
+}
+
+void TrifectaSummary(const Policy& policy, std::ostream& out) {
+  const TrifectaSection& t = policy.trifecta;
+  out << "trifecta: a send while untrusted and private data are held -> " << EffectName(t.effect)
+      << ", fingerprints " << (t.fingerprints ? "on" : "off")
+      << ", a sessionless caller's legs last " << Timeout(t.caller_window_ms) << "\n";
+  for (const TrifectaOverride& o : t.overrides) {
+    out << "  override line " << o.line << ": tenant " << (o.tenant.empty() ? "any" : o.tenant)
+        << ", agent " << (o.agent.empty() ? "any" : o.agent) << ", tool "
+        << (o.tool ? o.tool->pattern() : std::string("any")) << " ->";
+    if (o.effect) out << " effect " << EffectName(*o.effect);
+    if (o.fingerprints) out << " fingerprints " << (*o.fingerprints ? "on" : "off");
+    out << "\n";
+  }
+}
+
 void RuleSummary(const Policy& policy, std::ostream& out) {
   out << "rules (tried in this order; the first whose match holds decides):\n";
   for (size_t i = 0; i < policy.rules.size(); ++i) {
@@ -190,6 +211,11 @@ void RuleSummary(const Policy& policy, std::ostream& out) {
     out << "      -> " << Gives(policy, r.risk, r.effect, r.access, r.labels, r.sandbox_profile);
     if (r.undo) out << ", undo " << r.undo->tool << " " << r.undo->args.dump();
     if (!r.approvers.empty()) out << ", approvers " << Join(r.approvers);
+    if (!r.flow.untrusted_parts.empty())
+      out << ", untrusted parts " << Pointers(r.flow.untrusted_parts);
+    if (!r.flow.private_parts.empty()) out << ", private parts " << Pointers(r.flow.private_parts);
+    if (!r.flow.destinations.empty()) out << ", destinations " << Pointers(r.flow.destinations);
+    if (!r.flow.hands_over.empty()) out << ", hands over " << Pointers(r.flow.hands_over);
     out << "\n";
     if (const Rule* earlier = ShadowedBy(policy, i)) {
       out << "      (never decides: " << earlier->id << " matches every call this one does)\n";
@@ -215,6 +241,7 @@ std::string Explain(const Policy& policy) {
       << ", sync " << (policy.storage.sync_full ? "full" : "normal") << "\n";
   IdentitySummary(policy, out);
   ApprovalsSummary(policy, out);
+  TrifectaSummary(policy, out);
   UpstreamSummary(policy, out);
   SandboxSummary(policy, out);
   if (!policy.agent_profiles.empty()) {

@@ -21,13 +21,12 @@ using internal::OneOf;
 using internal::YamlReader;
 
 // Sections of POLICY.md that later issues implement. Refused rather than ignored: a policy that
-// asks for approvals or trifecta protection must not run without them.
+// asks for monitoring must not run without it.
 struct DeferredSection {
   const char* key;
   const char* issue;
 };
 constexpr DeferredSection kDeferred[] = {
-    {"trifecta", "lethal trifecta: session labels and exfiltration checks"},
     {"monitoring", "monitoring: metrics, anomaly detectors and automatic kill switches"},
 };
 
@@ -174,7 +173,8 @@ Result<Policy> Loader::Load(const std::string& text) {
   WARDEN_RETURN_IF_ERROR(
       r_.Fields(root, "",
                 {"version", "listen", "storage", "identity", "upstreams", "sandbox", "tools",
-                 "defaults", "agent_profiles", "scopes", "egress", "approvals", "credentials"},
+                 "defaults", "agent_profiles", "scopes", "egress", "approvals", "credentials",
+                 "trifecta"},
                 [&](const std::string& key, const YAML::Node&, const YAML::Node& value) {
                   sections.emplace(key, value);
                   return Status::Ok();
@@ -209,6 +209,9 @@ Result<Policy> Loader::Load(const std::string& text) {
   }
   if (auto it = sections.find("tools"); it != sections.end()) {
     WARDEN_RETURN_IF_ERROR(internal::LoadRules(r_, it->second, &policy_));
+  }
+  if (auto it = sections.find("trifecta"); it != sections.end()) {
+    WARDEN_RETURN_IF_ERROR(internal::LoadTrifecta(r_, it->second, &policy_));
   }
   policy_.index = std::make_shared<const RuleIndex>(policy_.rules);
   return std::move(policy_);

@@ -17,6 +17,13 @@ Status LoadDefaults(const YamlReader& reader, const YAML::Node& node, Policy* po
 // Parses `tools:` into policy->rules. Needs identity, scopes and sandbox profiles loaded first:
 // rules may only name ones that exist.
 Status LoadRules(const YamlReader& reader, const YAML::Node& node, Policy* policy);
+// Parses `trifecta:` into policy->trifecta (trifecta_loader.cc). Needs identity loaded first:
+// overrides may only name tenants and agents that exist.
+Status LoadTrifecta(const YamlReader& reader, const YAML::Node& node, Policy* policy);
+// Parses a rule's untrusted_output / private_output / destinations / hands_over list of JSON
+// pointers (trifecta_loader.cc).
+Result<std::vector<JsonPattern>> LoadPointers(const YamlReader& reader, const YAML::Node& node,
+                                              const std::string& path);
 // Parses a `labels:` / `never:` list.
 Result<LabelSet> LoadLabels(const YamlReader& reader, const YAML::Node& node,
                             const std::string& path);

@@ -13,6 +13,7 @@
 
 #include "policy/arg_predicate.h"
 #include "policy/glob.h"
+#include "policy/json_pattern.h"
 #include "sandbox/options.h"
 
 namespace warden::policy {
@@ -155,6 +156,20 @@ struct Undo {
   nlohmann::json args;  // as written; "$result/..." references are the gateway's
 };
 
+// Where data flows through a tool (docs/trifecta.md, "Field-level labels"): parts of its result
+// that are untrusted or private (when listed, only those parts carry the label), and the
+// arguments of a send that say where it goes and which stored objects it hands over by id.
+struct FlowSpec {
+  std::vector<JsonPattern> untrusted_parts;  // untrusted_output: [POINTER, ...]
+  std::vector<JsonPattern> private_parts;    // private_output: [POINTER, ...]
+  std::vector<JsonPattern> destinations;     // destinations: [POINTER, ...]
+  std::vector<JsonPattern> hands_over;       // hands_over: [POINTER, ...]
+  bool empty() const {
+    return untrusted_parts.empty() && private_parts.empty() && destinations.empty() &&
+           hands_over.empty();
+  }
+};
+
 struct Rule {
   RuleMatch match;
   Risk risk = Risk::kHigh;       // when not given
@@ -162,6 +177,7 @@ struct Rule {
   Access access =
       Access::kWrite;  // when not given: write (a read scope admits only declared reads)
   LabelSet labels = 0;
+  FlowSpec flow;
   std::string sandbox_profile;  // sandbox.profiles entry, or empty
   std::optional<Undo> undo;
   // When set, only these users of the call's tenant may approve calls this rule sends to a
@@ -253,6 +269,25 @@ struct Approvals {
   std::optional<ApprovalWebhook> webhook;
 };
 
+// ---- the lethal trifecta (docs/trifecta.md) ----
+// One of trifecta.overrides: the calls it applies to (empty: any) and what it changes.
+struct TrifectaOverride {
+  std::string tenant, agent;
+  std::optional<Glob> tool;
+  std::optional<Effect> effect;  // ask or deny
+  std::optional<bool> fingerprints;
+  int line = 0;
+};
+
+struct TrifectaSection {
+  Effect effect = Effect::kAsk;  // what a call that would complete the trifecta gets
+  bool fingerprints = true;      // also look for private data in outbound arguments
+  // A caller with neither an MCP session nor a task id (_meta["warden/task"]) is tracked per
+  // identity; its legs are forgotten after this long without a new one.
+  uint64_t caller_window_ms = 3600000;
+  std::vector<TrifectaOverride> overrides;  // every match applies, in file order
+};
+
 class RuleIndex;
 
 struct Policy {
@@ -270,6 +305,7 @@ struct Policy {
   std::vector<std::string> egress_allow;
   Approvals approvals;
   CredentialsSection credentials;
+  TrifectaSection trifecta;
 
   // Built by the loader from `rules` (reset it after editing `rules`); when null, decisions
   // scan every rule in order.

@@ -248,7 +248,7 @@ Result<Rule> LoadRule(const YamlReader& r, const YAML::Node& node, size_t index,
   WARDEN_RETURN_IF_ERROR(r.Fields(
       node, path,
       {"match", "risk", "effect", "access", "labels", "sandbox", "undo", "approvers",
-       "credentials"},
+       "credentials", "untrusted_output", "private_output", "destinations", "hands_over"},
       [&](const std::string& key, const YAML::Node& key_node, const YAML::Node& value) -> Status {
         const std::string kpath = path + "." + key;
         if (key == "match") {
@@ -286,6 +286,15 @@ Result<Rule> LoadRule(const YamlReader& r, const YAML::Node& node, size_t index,
           return LoadUndo(r, value, kpath, &*rule.undo);
         } else if (key == "approvers") {
           approvers = value;
+        } else if (key == "untrusted_output" || key == "private_output" ||
+                   key == "destinations" || key == "hands_over") {
+          auto pointers = LoadPointers(r, value, kpath);
+          if (!pointers) return pointers.status();
+          FlowSpec& f = rule.flow;
+          (key == "untrusted_output" ? f.untrusted_parts
+           : key == "private_output" ? f.private_parts
+           : key == "destinations"   ? f.destinations
+                                     : f.hands_over) = std::move(*pointers);
         } else {
           return r.Error(
               key_node, kpath,
@@ -297,6 +306,14 @@ Result<Rule> LoadRule(const YamlReader& r, const YAML::Node& node, size_t index,
   if (!has_match)
     return r.Error(node, path,
                    "missing 'match:': expected the tool (and optionally more) it applies to");
+  // A field list is the label, narrowed to those parts.
+  if (!rule.flow.untrusted_parts.empty()) rule.labels |= kUntrustedOutput;
+  if (!rule.flow.private_parts.empty()) rule.labels |= kPrivateOutput;
+  if ((!rule.flow.destinations.empty() || !rule.flow.hands_over.empty()) &&
+      !(rule.labels & kExternalSend))
+    return r.Error(node, path,
+                   "destinations and hands_over describe a send: add external_send to the rule's "
+                   "labels (the trifecta only checks calls that can send data out)");
   if (approvers) {
     auto users = LoadRuleApprovers(r, *approvers, path + ".approvers", policy, rule.match.tenant);
     if (!users) return users.status();

@@ -148,7 +148,8 @@ TEST_F(DecideTest, UnknownToolGetsTheUnknownToolDefault) {
 
 TEST_F(DecideTest, DecisionCarriesTheRulesLabelsAccessAndSandbox) {
   Decision d = Decide(policy_, kAliceCoder, Call("sandbox__exec", {{"command", "ls"}}));
-  EXPECT_EQ(d.labels, std::vector<std::string>{"external_send"});
+  // The rule's label, and what sandbox__exec always carries (its output is untrusted).
+  EXPECT_EQ(d.labels, (std::vector<std::string>{"untrusted_output", "external_send"}));
   EXPECT_EQ(d.access, Access::kWrite) << "access defaults to write";
   EXPECT_EQ(d.sandbox_profile, "coder");
   EXPECT_TRUE(d.visible);

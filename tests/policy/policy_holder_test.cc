@@ -65,7 +65,7 @@ TEST_F(PolicyHolderTest, BadFileKeepsTheOldPolicyAndSaysWhy) {
   EXPECT_EQ(holder.Current(), before);
   EXPECT_EQ(EffectOfX(holder), Effect::kAllow);
 
-  Write("version: 1\ntrifecta: { effect: ask }\n");
+  Write("version: 1\nmonitoring: { volume: {} }\n");
   EXPECT_FALSE(holder.ReloadFrom(path_).ok());
   EXPECT_EQ(holder.Current(), before);
 

@@ -93,7 +93,7 @@ TEST(PolicyLoaderTest, UnknownKeysAnywhereAreErrors) {
 }
 
 TEST(PolicyLoaderTest, DeferredSectionsAreRefusedNotIgnored) {
-  for (const char* section : {"trifecta", "monitoring"}) {
+  for (const char* section : {"monitoring"}) {
     std::string yaml = std::string("version: 1\n") + section + ":\n  x: 1\n";
     EXPECT_LOAD_ERROR(yaml,
                       std::string("test.yaml:2: ") + section + " is not supported yet (issue: ");
