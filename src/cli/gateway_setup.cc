@@ -6,6 +6,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "audit/time_format.h"
 #include "cli/credentials_setup.h"
 #include "common/guard.h"
 #include "gateway/session/session.h"
@@ -247,6 +248,18 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, ident
   if (!undo) return undo.status().Wrap("undo plans in " + audit_options.path);
   g->undo_ = std::move(*undo);
 
+  // What each session has been exposed to (docs/trifecta.md), in the same file: a restart
+  // forgets nothing a session was shown. Rows of sessions idle for a week are dropped here.
+  auto flows = state::TrifectaStore::Open({.path = audit_options.path},
+                                          (*policy)->storage.sync_full);
+  if (!flows) return flows.status().Wrap("trifecta state in " + audit_options.path);
+  g->flows_ = std::move(*flows);
+  if (auto purged = g->flows_->PurgeBefore(audit::FormatTime(std::chrono::system_clock::now() -
+                                                             std::chrono::hours(24 * 7)));
+      !purged)
+    return purged.status().Wrap("trifecta state in " + audit_options.path);
+  g->flow_tracker_ = std::make_unique<gateway::FlowTracker>(g->flows_.get());
+
   // The secret store and the token minter (docs/credentials.md): a master key that is missing
   // or wrong refuses the start, with the message saying which and what to do.
   if ((*policy)->credentials.set) {
@@ -264,6 +277,7 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, ident
   gateway::GatewayOptions options;
   options.services.approvals = g->approvals_.get();
   options.services.undo = g->undo_.get();
+  options.services.trifecta = g->flow_tracker_.get();
   options.services.credentials = g->broker_.get();
   state::PinStore* pin_store = g->pins_.get();
   options.pin_review = [pin_store](const std::string& server, const std::string& prefix,

@@ -27,6 +27,8 @@
 #include "identity/identity.h"
 #include "policy/holder.h"
 #include "state/pins.h"
+#include "gateway/trifecta/flow_tracker.h"
+#include "state/trifecta_store.h"
 #include "state/undo_store.h"
 
 namespace warden::cli {
@@ -115,6 +117,9 @@ class Gateway {
   gateway::ApprovalWebhook webhook_;                  // approvals.webhook; outlives approvals_
   std::unique_ptr<gateway::ApprovalGate> approvals_;  // outlives core_, whose calls wait in it
   std::unique_ptr<state::UndoStore> undo_;  // undo plans (options.services.undo); outlives core_
+  // The trifecta's state (options.services.trifecta), both outliving core_.
+  std::unique_ptr<state::TrifectaStore> flows_;
+  std::unique_ptr<gateway::FlowTracker> flow_tracker_;
   // Credentials (docs/credentials.md), all outliving core_: the store and the minter when the
   // policy has a credentials section; the redactor and the broker always.
   std::unique_ptr<credentials::SecretStore> secrets_;

@@ -186,8 +186,8 @@ TEST(StandardPipeline, ChainsTheStagesInTheArchitecturesOrder) {
   auto p = BuildPipeline(StageServices{&holder, &kills, &tools, log.get(), {}});
   EXPECT_EQ(p->StageNames(),
             (std::vector<std::string>{"identity", "kill_switches", "policy", "arguments",
-                                      "approval", "credentials", "execute", "redact", "audit",
-                                      "undo"}));
+                                      "trifecta", "approval", "credentials", "execute", "redact",
+                                      "audit", "undo", "trifecta_record"}));
 }
 
 // sandbox__exec on profile "strict" when the command starts with "echo strict" (rule tools[0]),

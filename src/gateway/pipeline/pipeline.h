@@ -150,6 +150,9 @@ class CancelToken {
 struct CallContext {
   // Caller, as the identity stage established it ("" when not applicable).
   std::string tenant, user, agent, session, scope;
+  // The task the client says the call belongs to (params._meta["warden/task"]), or "": what the
+  // trifecta tracks a caller without a session by (docs/trifecta.md, "Whose state").
+  std::string task;
   // The call.
   std::string server;  // the upstream's or built-in's name (sandbox for sandbox__exec), or ""
   // The full exposed name of a tool; for another request, UPSTREAM__METHOD (MethodToolName):

@@ -1,4 +1,5 @@
 #include "gateway/session/session.h"
+#include "gateway/trifecta/flow_tracker.h"
 
 #include <sys/random.h>
 
@@ -423,6 +424,9 @@ void McpSession::CallTool(const mcp::Request& request, InFlight& flight, Reply r
                                   "tools/call params.arguments must be an object"));
     call->arguments = args;
   }
+  auto task = TaskFromMeta(*params);
+  if (!task) return reply(mcp::MakeError(request.id, mcp::kInvalidParams, task.status().message()));
+  call->task = *task;
   if (params->contains("_meta") && (*params)["_meta"].is_object() &&
       (*params)["_meta"].contains("progressToken")) {
     const json& token = (*params)["_meta"]["progressToken"];

@@ -1,4 +1,5 @@
 #include "gateway/session/session_upstreams.h"
+#include "gateway/trifecta/flow_tracker.h"
 
 #include <chrono>
 #include <cstdio>
@@ -320,6 +321,7 @@ std::shared_ptr<CallContext> SessionUpstreams::ContextFor(const identity::Caller
   call->tool = MethodToolName(entry.name, method);
   call->method = method;
   call->arguments = params.is_object() ? params : json::object();
+  if (auto task = TaskFromMeta(params); task.ok()) call->task = *task;  // else: per session/caller
   return call;
 }
 

@@ -7,6 +7,8 @@ std::unique_ptr<Stage> MakeIdentityStage(const StageServices& services);
 std::unique_ptr<Stage> MakeKillSwitchStage(const StageServices& services);
 std::unique_ptr<Stage> MakePolicyStage(const StageServices& services);
 std::unique_ptr<Stage> MakeArgumentsStage(const StageServices& services);
+std::unique_ptr<Stage> MakeTrifectaStage(const StageServices& services);
+std::unique_ptr<Stage> MakeTrifectaRecordStage(const StageServices& services);
 std::unique_ptr<Stage> MakeApprovalStage(const StageServices& services);
 std::unique_ptr<Stage> MakeCredentialsStage(const StageServices& services);
 std::unique_ptr<Stage> MakeExecuteStage(const StageServices& services);
@@ -24,12 +26,14 @@ const std::vector<ChainLink>& StandardChain() {
       {"kill_switches", MakeKillSwitchStage},
       {"policy", MakePolicyStage},
       {"arguments", MakeArgumentsStage},
+      {"trifecta", MakeTrifectaStage},
       {"approval", MakeApprovalStage},
       {"credentials", MakeCredentialsStage},
       {"execute", MakeExecuteStage},
       {"redact", MakeRedactStage, /*final=*/true},
       {"audit", MakeAuditStage, /*final=*/true},
       {"undo", MakeUndoStage, /*final=*/true},
+      {"trifecta_record", MakeTrifectaRecordStage, /*final=*/true},
   };
   // clang-format on
   return chain;

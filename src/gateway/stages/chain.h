@@ -27,6 +27,7 @@ class ApprovalGate;
 class BuiltinTools;
 class CredentialBroker;
 class KillSwitches;
+class FlowTracker;
 
 // What stages are built from; nothing is owned, all must outlive the pipeline. A stage that
 // needs a new service adds a field here; whoever builds the gateway sets it
@@ -50,6 +51,9 @@ struct StageServices {
   // Null: no credentials are injected (a policy that names any is refused before this) and only
   // the well-known shapes of secrets are redacted.
   CredentialBroker* credentials = nullptr;
+  // The trifecta's per-session state (trifecta/flow_tracker.h). Null: the trifecta stage keeps
+  // its own, in memory only (it is never off: a policy without `trifecta:` gets its defaults).
+  FlowTracker* trifecta = nullptr;
 };
 
 // One link of a chain: the stage's stable name, how to build it, and whether it is final (runs
@@ -60,8 +64,8 @@ struct ChainLink {
   bool final = false;
 };
 
-// identity -> kill_switches -> policy -> arguments -> approval -> credentials -> execute, then
-// redact, audit and undo as final stages.
+// identity -> kill_switches -> policy -> arguments -> trifecta -> approval -> credentials ->
+// execute, then redact, audit, undo and trifecta_record as final stages.
 const std::vector<ChainLink>& StandardChain();
 
 // The pipeline of `chain` (StandardChain() unless a test or bench builds its own), built from

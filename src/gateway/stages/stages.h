@@ -1,7 +1,6 @@
 // The standard stages, one .cc each (identity_stage.cc, ...); chain.cc declares their order:
-//   identity -> kill_switches -> policy -> arguments -> approval -> credentials -> execute
-//   -> (final) redact, audit, undo
-// A later issue adds the trifecta stage: a file, and a line in chain.cc.
+//   identity -> kill_switches -> policy -> arguments -> trifecta -> approval -> credentials
+//   -> execute -> (final) redact, audit, undo, trifecta_record
 #pragma once
 
 #include <memory>

@@ -1,0 +1,191 @@
+#include "gateway/trifecta/flow_tracker.h"
+
+#include "audit/time_format.h"
+#include "state/trifecta_store.h"
+
+namespace warden::gateway {
+namespace {
+
+// Tenant, user and agent names cannot hold '/', so the parts cannot run into each other.
+std::string CallerPart(const std::string& tenant, const std::string& user,
+                       const std::string& agent) {
+  return tenant + "/" + user + "/" + agent;
+}
+
+state::TrifectaRow ToRow(const policy::FlowFacts& facts) {
+  state::TrifectaRow row;
+  row.call = facts.source.call;
+  row.tool = facts.source.tool;
+  row.legs = facts.legs;
+  row.prints = facts.prints;
+  row.untrusted_tokens = facts.untrusted_tokens;
+  row.trusted_tokens = facts.trusted_tokens;
+  return row;
+}
+
+policy::FlowFacts FromRow(const state::TrifectaRow& row) {
+  policy::FlowFacts facts;
+  facts.source = {row.call, row.tool};
+  facts.legs = row.legs & (policy::kUntrustedOutput | policy::kPrivateOutput);
+  facts.prints = row.prints;
+  facts.untrusted_tokens = row.untrusted_tokens;
+  facts.trusted_tokens = row.trusted_tokens;
+  return facts;
+}
+
+}  // namespace
+
+FlowKey FlowKeyFor(const std::string& tenant, const std::string& user, const std::string& agent,
+                   const std::string& session, const std::string& task) {
+  FlowKey out;
+  if (!session.empty()) out.keys.push_back("session:" + session);
+  if (!task.empty()) out.keys.push_back("task:" + CallerPart(tenant, user, agent) + "/" + task);
+  if (out.keys.empty()) {
+    out.keys.push_back("caller:" + CallerPart(tenant, user, agent));
+    out.per_caller = true;
+  }
+  return out;
+}
+
+Result<std::string> TaskFromMeta(const nlohmann::json& params) {
+  if (!params.is_object()) return std::string();
+  auto meta = params.find("_meta");
+  if (meta == params.end() || !meta->is_object()) return std::string();
+  auto task = meta->find("warden/task");
+  if (task == meta->end()) return std::string();
+  if (!task->is_string())
+    return Status::Error("_meta.warden/task must be a string (the task this call belongs to)");
+  const std::string& s = task->get_ref<const std::string&>();
+  if (s.empty() || s.size() > 256)
+    return Status::Error("_meta.warden/task must be 1 to 256 bytes long");
+  for (unsigned char c : s)
+    if (c < 0x20 || c == 0x7f)
+      return Status::Error("_meta.warden/task must not hold control characters");
+  return s;
+}
+
+FlowTracker::FlowTracker(state::TrifectaStore* store, size_t max_keys_in_memory)
+    : store_(store), max_keys_(max_keys_in_memory) {}
+
+void FlowTracker::Touch(Entry* entry) { lru_.splice(lru_.begin(), lru_, entry->lru); }
+
+void FlowTracker::Evict() {
+  // Only keys the store holds may leave memory, and only those with nothing in flight.
+  if (store_ == nullptr) return;
+  for (auto it = lru_.end(); entries_.size() > max_keys_ && it != lru_.begin();) {
+    --it;
+    auto e = entries_.find(*it);
+    if (e != entries_.end() && e->second.running.empty()) {
+      entries_.erase(e);
+      it = lru_.erase(it);
+    }
+  }
+}
+
+Result<FlowTracker::Entry*> FlowTracker::Load(const std::string& key, bool per_caller,
+                                              uint64_t window_ms) {
+  auto it = entries_.find(key);
+  if (it == entries_.end()) {
+    Entry entry;
+    if (store_ != nullptr) {
+      auto rows = store_->Load(key);
+      if (!rows) return rows.status();
+      for (const state::TrifectaRow& row : *rows) {
+        entry.state.Add(FromRow(row));
+        if (row.time > entry.last_leg) entry.last_leg = row.time;
+      }
+    }
+    lru_.push_front(key);
+    entry.lru = lru_.begin();
+    it = entries_.emplace(key, std::move(entry)).first;
+    Evict();
+  } else {
+    Touch(&it->second);
+  }
+  Entry* entry = &it->second;
+  // A caller without a session or task: what it was exposed to is forgotten after the window
+  // without a new leg.
+  if (per_caller && !entry->last_leg.empty()) {
+    const std::string cutoff =
+        audit::FormatTime(std::chrono::system_clock::now() - std::chrono::milliseconds(window_ms));
+    if (entry->last_leg < cutoff) {
+      if (store_ != nullptr) WARDEN_RETURN_IF_ERROR(store_->Forget(key));
+      entry->state = policy::FlowState();
+      entry->last_leg.clear();
+    }
+  }
+  return entry;
+}
+
+Result<policy::TrifectaCheck> FlowTracker::Begin(const FlowKey& key, uint64_t window_ms,
+                                                 const policy::TrifectaSettings& settings,
+                                                 const policy::FlowSpec* flow,
+                                                 policy::LabelSet labels, const std::string& tool,
+                                                 const nlohmann::json& arguments, Ticket* ticket) {
+  std::lock_guard lock(mu_);
+  std::vector<Entry*> entries;
+  std::vector<const policy::FlowState*> states;
+  for (const std::string& k : key.keys) {
+    auto entry = Load(k, key.per_caller, window_ms);
+    if (!entry) return entry.status();
+    entries.push_back(*entry);
+    states.push_back(&(*entry)->state);
+  }
+  policy::InFlightLegs in_flight;
+  for (Entry* e : entries) {
+    for (const auto& [id, running] : e->running) {
+      in_flight.legs |= running.legs;
+      if ((running.legs & policy::kUntrustedOutput) && !in_flight.untrusted)
+        in_flight.untrusted = policy::FlowSource{0, running.tool};
+      if ((running.legs & policy::kPrivateOutput) && !in_flight.private_data)
+        in_flight.private_data = policy::FlowSource{0, running.tool};
+    }
+  }
+  policy::TrifectaCheck check = policy::CheckCall(policy::FlowView(std::move(states)), in_flight,
+                                                  settings, flow, labels, arguments);
+  ticket->keys = key.keys;
+  ticket->id = next_id_++;
+  // Field lists imply their labels (the loader adds them), so the labels say it all.
+  ticket->legs = labels & (policy::kUntrustedOutput | policy::kPrivateOutput);
+  for (Entry* e : entries) e->running[ticket->id] = {ticket->legs, tool};
+  return check;
+}
+
+Status FlowTracker::Finish(const Ticket& ticket, const policy::FlowFacts& facts) {
+  std::lock_guard lock(mu_);
+  Status out = Status::Ok();
+  state::TrifectaRow row;
+  if (!facts.empty()) {
+    row = ToRow(facts);
+    row.time = audit::NowRfc3339();
+  }
+  for (const std::string& key : ticket.keys) {
+    auto it = entries_.find(key);
+    if (it == entries_.end()) continue;  // cannot happen: keys with calls in flight stay
+    Entry& e = it->second;
+    e.running.erase(ticket.id);
+    if (facts.empty()) continue;
+    e.state.Add(facts);
+    e.last_leg = row.time;
+    // Under the lock: rows of one key go in the order their calls finished.
+    if (store_ != nullptr) {
+      Status stored = store_->Append(key, row);
+      if (!stored.ok() && out.ok()) out = stored;
+    }
+  }
+  return out;
+}
+
+std::optional<policy::FlowState> FlowTracker::Snapshot(const std::string& key) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second.state;
+}
+
+size_t FlowTracker::keys_in_memory() {
+  std::lock_guard lock(mu_);
+  return entries_.size();
+}
+
+}  // namespace warden::gateway

@@ -1,0 +1,103 @@
+// The trifecta's state for every live session, task and caller (docs/trifecta.md): policy/
+// trifecta.h's FlowState per key, the calls in flight, and the store that keeps what each
+// finished call brought in, so that a restart (or, later, another gateway) sees it too.
+// Thread-safe; one lock per tracker, held for microseconds (never across I/O but the one row a
+// finished call appends, and a key's first load).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "policy/trifecta.h"
+
+namespace warden::state {
+class TrifectaStore;
+}
+
+namespace warden::gateway {
+
+// The keys a call's trifecta state lives under (docs/trifecta.md, "Whose state"): its MCP session
+// and its task id (_meta["warden/task"], scoped to the caller so that nobody reaches another
+// caller's state), both when it has both (the call is checked against what either has seen, and
+// what it brings goes to both); with neither, the caller alone, over trifecta.caller_window.
+struct FlowKey {
+  std::vector<std::string> keys;
+  bool per_caller = false;  // the conservative fallback: forgotten after the window
+};
+FlowKey FlowKeyFor(const std::string& tenant, const std::string& user, const std::string& agent,
+                   const std::string& session, const std::string& task);
+
+// The task id a request names in params._meta["warden/task"]: "" when it names none; an error
+// when it is not a string of 1 to 256 bytes without control characters.
+Result<std::string> TaskFromMeta(const nlohmann::json& params);
+
+class FlowTracker {
+ public:
+  // `store` may be null: state in memory only (tests, and gateways without a database).
+  explicit FlowTracker(state::TrifectaStore* store, size_t max_keys_in_memory = 10000);
+
+  // What Begin hands back: the call is in flight under `key` until Finish.
+  struct Ticket {
+    std::vector<std::string> keys;
+    uint64_t id = 0;
+    policy::LabelSet legs = 0;  // the untrusted and private legs it may bring
+  };
+
+  // Decides the call against its keys' state and the other calls in flight under them, and
+  // registers it in flight with the legs it may bring. Errors: the key's state could not be loaded
+  // (the caller fails closed).
+  Result<policy::TrifectaCheck> Begin(const FlowKey& key, uint64_t window_ms,
+                                      const policy::TrifectaSettings& settings,
+                                      const policy::FlowSpec* flow, policy::LabelSet labels,
+                                      const std::string& tool, const nlohmann::json& arguments,
+                                      Ticket* ticket);
+  // The call ended: takes it out of flight and adds what it brought (empty facts: it did not run),
+  // storing them. Errors: the row could not be stored (the state in memory has it anyway).
+  Status Finish(const Ticket& ticket, const policy::FlowFacts& facts);
+
+  // The state of `key` as this tracker holds it (tests, `warden policy`'s explanations).
+  std::optional<policy::FlowState> Snapshot(const std::string& key);
+  size_t keys_in_memory();
+
+ private:
+  struct Running {
+    policy::LabelSet legs = 0;
+    std::string tool;
+  };
+  struct Entry {
+    policy::FlowState state;
+    std::map<uint64_t, Running> running;
+    std::string last_leg;  // RFC 3339: when the newest facts came (per-caller windows)
+    std::list<std::string>::iterator lru;
+  };
+  Result<Entry*> Load(const std::string& key, bool per_caller, uint64_t window_ms);
+  void Touch(Entry* entry);
+  void Evict();
+
+  state::TrifectaStore* store_;
+  const size_t max_keys_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Entry> entries_;
+  std::list<std::string> lru_;  // most recently used first
+  uint64_t next_id_ = 1;
+};
+
+// What the trifecta stage leaves in CallContext::state for the trifecta_record stage: the call is
+// in flight under ticket.key until that final stage adds what it returned.
+struct TrifectaCall {
+  FlowTracker* tracker = nullptr;
+  FlowTracker::Ticket ticket;
+  policy::LabelSet labels = 0;
+  const policy::FlowSpec* flow = nullptr;  // the deciding rule's, inside call.policy
+};
+
+}  // namespace warden::gateway
