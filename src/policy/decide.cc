@@ -204,7 +204,7 @@ Decision Decide(const Policy& policy, const CallContext& ctx, const ToolCall& ca
     d.rule = "defaults.unknown_tool";
   }
   d.effect = EffectOf(policy, effect, d.risk);
-  labels |= IntrinsicLabels(policy, call.tool, d.sandbox_profile);
+  labels |= IntrinsicLabels(policy, call.tool, call.server, d.sandbox_profile);
   d.labels = LabelNames(labels);
   d.visible = walk.Visible(caller, 0);
 
@@ -243,7 +243,7 @@ bool Visible(const Policy& policy, const CallContext& ctx, const std::string& to
   for (const std::string& name : labels_hint) {
     if (auto label = ParseLabel(name)) hint |= *label;
   }
-  hint |= IntrinsicLabels(policy, tool, "");
+  hint |= IntrinsicLabels(policy, tool, "", "");
   return RuleWalk(policy, caller, ctx, tool, nullptr).Visible(caller, hint);
 }
 

@@ -2,6 +2,7 @@
 #include "policy/trifecta.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace warden::policy {
 namespace {
@@ -57,6 +58,9 @@ size_t Digits(std::string_view text) {
 }
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsAlnum(char c) {  // ASCII only, without the locale lookup std::isalnum makes
+  return IsDigit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
 
 // "2026-12-03...", "10:30...": dates and times are everywhere; as short values they would match
 // every message that mentions the same day.
@@ -155,7 +159,7 @@ void AddDigitRuns(std::string_view text, std::vector<uint64_t>* out) {
   size_t i = 0;
   while (i <= text.size()) {
     size_t start = i;
-    while (i < text.size() && std::isalnum(static_cast<unsigned char>(text[i]))) ++i;
+    while (i < text.size() && IsAlnum(text[i])) ++i;
     std::string_view group = text.substr(start, i - start);
     const size_t d = Digits(group);
     const bool letters_only_upper =
@@ -171,7 +175,7 @@ void AddDigitRuns(std::string_view text, std::vector<uint64_t>* out) {
     }
     const bool separator = i < text.size() && (text[i] == ' ' || text[i] == '-' || text[i] == '.');
     const bool continues =
-        separator && i + 1 < text.size() && std::isalnum(static_cast<unsigned char>(text[i + 1]));
+        separator && i + 1 < text.size() && IsAlnum(text[i + 1]);
     if (!continues) reset();
     ++i;  // past the separator (or whatever ended the group)
   }
@@ -448,10 +452,29 @@ bool SandboxCallHasEgress(const Policy& policy, const Decision& decision) {
   return ProfileHasEgress(policy, decision.sandbox_profile);
 }
 
-LabelSet IntrinsicLabels(const Policy& policy, std::string_view tool,
+LabelSet IntrinsicLabels(const Policy& policy, std::string_view tool, std::string_view server,
                          const std::string& sandbox_profile) {
-  if (tool != "web__fetch" && tool != "sandbox__exec") return 0;
-  return CallLabels({}, tool, tool == "sandbox__exec" && ProfileHasEgress(policy, sandbox_profile));
+  if (tool == "web__fetch" || tool == "sandbox__exec")
+    return CallLabels({}, tool,
+                      tool == "sandbox__exec" && ProfileHasEgress(policy, sandbox_profile));
+  auto egress = [&](const Upstream& up) {
+    return !up.command.empty() &&
+           (!up.sandbox_allow.empty() || ProfileHasEgress(policy, up.sandbox_profile));
+  };
+  if (!server.empty()) {
+    auto up = policy.upstreams.find(server);
+    return up != policy.upstreams.end() && egress(up->second) ? kExternalSend : 0;
+  }
+  // No server given (tools/list, `policy test`): the upstream whose prefix the name carries, or
+  // the one without a prefix, without allocating.
+  for (const auto& [name, up] : policy.upstreams) {
+    const std::string& p = up.prefix;
+    const bool mine = p.empty() ? tool.find("__") == std::string_view::npos
+                                : tool.size() > p.size() + 2 && tool.starts_with(p) &&
+                                      tool.substr(p.size(), 2) == "__";
+    if (mine && egress(up)) return kExternalSend;
+  }
+  return 0;
 }
 
 // ---- absorbing a result ----
@@ -574,20 +597,12 @@ FlowFacts Absorb(const FlowSpec* flow, LabelSet labels, const json& arguments,
   if (facts.trusted_tokens.size() > kMaxTokens) facts.trusted_tokens.resize(kMaxTokens);
   // Prints keep their order of first appearance (the bound keeps the earliest), without repeats.
   {
-    std::vector<uint64_t> seen = facts.prints;
-    dedupe(seen);
-    if (seen.size() != facts.prints.size()) {
-      std::vector<uint64_t> ordered;
-      std::vector<uint64_t> done;
-      ordered.reserve(seen.size());
-      for (uint64_t h : facts.prints) {
-        auto it = std::lower_bound(done.begin(), done.end(), h);
-        if (it != done.end() && *it == h) continue;
-        done.insert(it, h);
-        ordered.push_back(h);
-      }
-      facts.prints = std::move(ordered);
-    }
+    std::unordered_set<uint64_t> seen;
+    seen.reserve(facts.prints.size());
+    size_t kept = 0;
+    for (uint64_t h : facts.prints)
+      if (seen.insert(h).second) facts.prints[kept++] = h;
+    facts.prints.resize(kept);
   }
   if (facts.prints.size() > kMaxPrints) facts.prints.resize(kMaxPrints);
   return facts;

@@ -142,11 +142,13 @@ TrifectaSettings SettingsFor(const TrifectaSection& section, std::string_view te
 LabelSet CallLabels(const std::vector<std::string>& decision_labels, std::string_view tool,
                     bool sandbox_has_egress);
 
-// What a built-in carries whatever its rule says: web__fetch untrusted_output and external_send;
+// What a call carries whatever its rule says: web__fetch untrusted_output and external_send;
 // sandbox__exec untrusted_output, and external_send when the profile named `sandbox_profile` (""
-// for the default) has egress. Decide adds these to a decision's labels, and Visible to its hints,
-// so that an agent profile's `never` hides and denies them.
-LabelSet IntrinsicLabels(const Policy& policy, std::string_view tool,
+// for the default) has egress; every tool of a stdio upstream whose sandbox allows egress
+// (`sandbox.allow`, or a profile with net: proxy), external_send, since the server itself can
+// send what it is given anywhere its sandbox lets it. Decide adds these to a decision's labels,
+// and Visible to its hints, so that an agent profile's `never` hides and denies them.
+LabelSet IntrinsicLabels(const Policy& policy, std::string_view tool, std::string_view server,
                          const std::string& sandbox_profile);
 
 // Whether a sandbox__exec call decided by `decision` runs with egress: the profile the execute

@@ -444,6 +444,35 @@ tools:
             Effect::kDeny);
 }
 
+TEST(CallLabelsTest, AStdioUpstreamWhoseSandboxAllowsEgressIsAWayOut) {
+  Policy p = MustLoad(R"(
+version: 1
+upstreams:
+  scraper:
+    command: ["/usr/bin/scraper"]
+    prefix: scrape
+    sandbox: { allow: ["*.example.com"] }
+  notes:
+    command: ["/usr/bin/notes"]
+    prefix: notes
+  remote:
+    url: "https://mcp.example.com/mcp"
+    prefix: remote
+tools:
+  - match: {server: "*"}
+    risk: low
+)");
+  auto labels = [&](const std::string& server, const std::string& tool) {
+    return Decide(p, {}, {server, tool, json::object()}).labels;
+  };
+  EXPECT_EQ(labels("scraper", "scrape__get"), std::vector<std::string>{"external_send"});
+  EXPECT_EQ(labels("", "scrape__get"), std::vector<std::string>{"external_send"});
+  EXPECT_TRUE(labels("notes", "notes__add").empty());
+  EXPECT_TRUE(labels("remote", "remote__x").empty());  // what an HTTP server does is its rules'
+  EXPECT_EQ(IntrinsicLabels(p, "scrape__get", "", ""), kExternalSend);
+  EXPECT_EQ(IntrinsicLabels(p, "scraperx__get", "", ""), 0);
+}
+
 TEST(PolicyCasesTest, SequencesCarryStateFromCallToCall) {
   Policy p = MustLoad(R"(
 version: 1
