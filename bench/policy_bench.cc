@@ -170,7 +170,7 @@ BENCHMARK(BM_Visible_1000Rules);
 // untrusted body, and checking a 1 KB send against a session that holds 10 of them (the
 // fingerprint scan is linear in the send's bytes; the set lookups are O(1)).
 std::string Text(size_t bytes, uint64_t seed) {
-  static const char* words[] = {"invoice", "payment", "quarter", "meeting", "contract", "budget",
+  static const char* words[] = {"invoice", "payment",  "quarter", "meeting", "contract", "budget",
                                 "review",  "schedule", "account", "project", "deadline", "report"};
   std::string out;
   uint64_t x = seed;
@@ -202,7 +202,8 @@ void BM_Trifecta_Absorb20KB(benchmark::State& state) {
   const FlowSpec spec = MailSpec();
   const nlohmann::json mail = Mail(1);
   for (auto _ : state) {
-    FlowFacts facts = Absorb(&spec, kUntrustedOutput | kPrivateOutput, {{"id", "m1"}}, mail, {1, "mail"});
+    FlowFacts facts =
+        Absorb(&spec, kUntrustedOutput | kPrivateOutput, {{"id", "m1"}}, mail, {1, "mail"});
     benchmark::DoNotOptimize(facts);
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * 20000);
@@ -216,7 +217,8 @@ void BM_Trifecta_CheckSend1KB(benchmark::State& state) {
   send.destinations = {*JsonPattern::Parse("/to")};
   FlowState session;
   for (uint64_t i = 1; i <= 10; ++i)
-    session.Add(Absorb(&read, kUntrustedOutput | kPrivateOutput, {{"id", i}}, Mail(i), {i, "mail"}));
+    session.Add(
+        Absorb(&read, kUntrustedOutput | kPrivateOutput, {{"id", i}}, Mail(i), {i, "mail"}));
   const nlohmann::json args = {{"to", "sender3@corp.example"}, {"body", Text(1000, 999)}};
   const TrifectaSettings settings{warden::policy::Effect::kAsk, true};
   for (auto _ : state) {

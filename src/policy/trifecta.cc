@@ -174,8 +174,7 @@ void AddDigitRuns(std::string_view text, std::vector<uint64_t>* out) {
       if (d > 0 && groups >= 2 && digits >= 6) out->push_back(TokenHash(joined));
     }
     const bool separator = i < text.size() && (text[i] == ' ' || text[i] == '-' || text[i] == '.');
-    const bool continues =
-        separator && i + 1 < text.size() && IsAlnum(text[i + 1]);
+    const bool continues = separator && i + 1 < text.size() && IsAlnum(text[i + 1]);
     if (!continues) reset();
     ++i;  // past the separator (or whatever ended the group)
   }

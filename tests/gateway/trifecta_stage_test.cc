@@ -283,6 +283,44 @@ TEST_F(TrifectaStageTest, ATaskCarriesItsStateAcrossSessions) {
             StageResult::kDeny);
 }
 
+TEST(FlowTrackerTest, EvictedKeysComeBackFromTheStoreAndKeysInFlightStay) {
+  testing::TempDir dir;
+  auto store = state::TrifectaStore::Open({.path = dir.File("warden.db")});
+  ASSERT_TRUE(store) << store.status().message();
+  FlowTracker tracker(store->get(), /*max_keys_in_memory=*/2);
+  const policy::TrifectaSettings settings{policy::Effect::kDeny, true};
+  auto begin = [&](const std::string& session, policy::LabelSet labels) {
+    FlowTracker::Ticket t;
+    auto check = tracker.Begin(FlowKeyFor("", "u", "", session, ""), 3600000, settings, nullptr,
+                               labels, "tool", json::object(), &t);
+    EXPECT_TRUE(check.ok()) << check.status().message();
+    return std::make_pair(t, check.ok() ? check->effect : policy::Effect::kDeny);
+  };
+  // Session a holds both legs; then a call of a stays in flight while b..e come and go.
+  for (policy::LabelSet leg : {policy::kUntrustedOutput, policy::kPrivateOutput}) {
+    auto [t, effect] = begin("a", leg);
+    policy::FlowFacts facts;
+    facts.source = {1, "tool"};
+    facts.legs = leg;
+    ASSERT_TRUE(tracker.Finish(t, facts).ok());
+  }
+  auto [running, ignored] = begin("a", 0);
+  for (const char* s : {"b", "c", "d", "e"}) {
+    auto [t, effect] = begin(s, 0);
+    ASSERT_TRUE(tracker.Finish(t, {}).ok());
+  }
+  EXPECT_LE(tracker.keys_in_memory(), 3u);  // the bound, plus a key with a call in flight
+  EXPECT_TRUE(tracker.Snapshot("session:a").has_value()) << "a key in flight was evicted";
+  ASSERT_TRUE(tracker.Finish(running, {}).ok());
+  for (const char* s : {"f", "g", "h"}) {
+    auto [t, effect] = begin(s, 0);
+    ASSERT_TRUE(tracker.Finish(t, {}).ok());
+  }
+  EXPECT_FALSE(tracker.Snapshot("session:a").has_value());
+  // Back from the store: still both legs.
+  EXPECT_EQ(begin("a", policy::kExternalSend).second, policy::Effect::kDeny);
+}
+
 TEST(FlowKeyTest, TasksAreScopedToTheCallerAndMetaIsChecked) {
   EXPECT_EQ(FlowKeyFor("acme", "alice", "bot", "s1", "").keys,
             std::vector<std::string>{"session:s1"});

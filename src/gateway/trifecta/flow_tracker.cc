@@ -1,5 +1,7 @@
 #include "gateway/trifecta/flow_tracker.h"
 
+#include <algorithm>
+
 #include "audit/time_format.h"
 #include "state/trifecta_store.h"
 
@@ -69,11 +71,12 @@ FlowTracker::FlowTracker(state::TrifectaStore* store, size_t max_keys_in_memory)
 
 void FlowTracker::Touch(Entry* entry) { lru_.splice(lru_.begin(), lru_, entry->lru); }
 
-void FlowTracker::Evict() {
+void FlowTracker::Evict(const std::vector<std::string>& keep) {
   // Only keys the store holds may leave memory, and only those with nothing in flight.
   if (store_ == nullptr) return;
   for (auto it = lru_.end(); entries_.size() > max_keys_ && it != lru_.begin();) {
     --it;
+    if (std::find(keep.begin(), keep.end(), *it) != keep.end()) continue;
     auto e = entries_.find(*it);
     if (e != entries_.end() && e->second.running.empty()) {
       entries_.erase(e);
@@ -83,7 +86,8 @@ void FlowTracker::Evict() {
 }
 
 Result<FlowTracker::Entry*> FlowTracker::Load(const std::string& key, bool per_caller,
-                                              uint64_t window_ms) {
+                                              uint64_t window_ms,
+                                              const std::vector<std::string>& keep) {
   auto it = entries_.find(key);
   if (it == entries_.end()) {
     Entry entry;
@@ -98,7 +102,7 @@ Result<FlowTracker::Entry*> FlowTracker::Load(const std::string& key, bool per_c
     lru_.push_front(key);
     entry.lru = lru_.begin();
     it = entries_.emplace(key, std::move(entry)).first;
-    Evict();
+    Evict(keep);
   } else {
     Touch(&it->second);
   }
@@ -126,7 +130,7 @@ Result<policy::TrifectaCheck> FlowTracker::Begin(const FlowKey& key, uint64_t wi
   std::vector<Entry*> entries;
   std::vector<const policy::FlowState*> states;
   for (const std::string& k : key.keys) {
-    auto entry = Load(k, key.per_caller, window_ms);
+    auto entry = Load(k, key.per_caller, window_ms, key.keys);
     if (!entry) return entry.status();
     entries.push_back(*entry);
     states.push_back(&(*entry)->state);

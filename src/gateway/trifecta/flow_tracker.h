@@ -79,9 +79,12 @@ class FlowTracker {
     std::string last_leg;  // RFC 3339: when the newest facts came (per-caller windows)
     std::list<std::string>::iterator lru;
   };
-  Result<Entry*> Load(const std::string& key, bool per_caller, uint64_t window_ms);
+  // The entry of `key`, loaded from the store when this process has not seen it; keys in `keep`
+  // (the call's other keys, whose entries the caller holds pointers to) are never evicted.
+  Result<Entry*> Load(const std::string& key, bool per_caller, uint64_t window_ms,
+                      const std::vector<std::string>& keep);
   void Touch(Entry* entry);
-  void Evict();
+  void Evict(const std::vector<std::string>& keep);
 
   state::TrifectaStore* store_;
   const size_t max_keys_;
