@@ -330,6 +330,10 @@ TEST(FlowKeyTest, TasksAreScopedToTheCallerAndMetaIsChecked) {
   EXPECT_EQ(task.keys, std::vector<std::string>{"task:acme/alice/bot/t"});
   EXPECT_FALSE(task.per_caller);
   EXPECT_NE(FlowKeyFor("acme", "mallory", "bot", "", "t").keys, task.keys);
+  // Names with '/' (a JWT's claims may hold any text) cannot forge another caller's key.
+  EXPECT_NE(FlowKeyFor("a/b", "c", "", "", "").keys, FlowKeyFor("a", "b/c", "", "", "").keys);
+  EXPECT_NE(FlowKeyFor("acme", "alice", "bot", "", "x/y").keys,
+            FlowKeyFor("acme", "alice", "bot/x", "", "y").keys);
   FlowKey caller = FlowKeyFor("acme", "alice", "bot", "", "");
   EXPECT_TRUE(caller.per_caller);
   EXPECT_EQ(caller.keys, std::vector<std::string>{"caller:acme/alice/bot"});

@@ -8,10 +8,26 @@
 namespace warden::gateway {
 namespace {
 
-// Tenant, user and agent names cannot hold '/', so the parts cannot run into each other.
+// One part of a key, with '%' and '/' escaped: names from a JWT's claims may hold either, and
+// ("a/b", "c") must not be the same caller as ("a", "b/c").
+std::string Part(const std::string& name) {
+  std::string out;
+  out.reserve(name.size());
+  for (char c : name) {
+    if (c == '%') {
+      out += "%25";
+    } else if (c == '/') {
+      out += "%2F";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string CallerPart(const std::string& tenant, const std::string& user,
                        const std::string& agent) {
-  return tenant + "/" + user + "/" + agent;
+  return Part(tenant) + "/" + Part(user) + "/" + Part(agent);
 }
 
 state::TrifectaRow ToRow(const policy::FlowFacts& facts) {
@@ -41,7 +57,8 @@ FlowKey FlowKeyFor(const std::string& tenant, const std::string& user, const std
                    const std::string& session, const std::string& task) {
   FlowKey out;
   if (!session.empty()) out.keys.push_back("session:" + session);
-  if (!task.empty()) out.keys.push_back("task:" + CallerPart(tenant, user, agent) + "/" + task);
+  if (!task.empty())
+    out.keys.push_back("task:" + CallerPart(tenant, user, agent) + "/" + Part(task));
   if (out.keys.empty()) {
     out.keys.push_back("caller:" + CallerPart(tenant, user, agent));
     out.per_caller = true;
