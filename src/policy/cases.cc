@@ -215,8 +215,7 @@ CaseOutcome RunCase(const Policy& policy, const PolicyCase& c) {
                                ? &policy.rules[static_cast<size_t>(s.decision.rule_index)].flow
                                : nullptr;
     const LabelSet labels =
-        CallLabels(s.decision.labels, step.call.tool,
-                   step.call.tool == "sandbox__exec" && SandboxCallHasEgress(policy, s.decision));
+        LabelSetOf(s.decision.labels);  // built-ins' own labels included by Decide
     if (s.effect != Effect::kDeny) {
       TrifectaSettings settings =
           SettingsFor(policy.trifecta, c.context.tenant, c.context.agent, step.call.tool);

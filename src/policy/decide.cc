@@ -239,10 +239,7 @@ bool Visible(const Policy& policy, const CallContext& ctx, const std::string& to
              const std::vector<std::string>& labels_hint) {
   Caller caller;
   if (ResolveCaller(policy, ctx, &caller) || CheckToolLimits(caller, ctx, tool)) return false;
-  LabelSet hint = 0;
-  for (const std::string& name : labels_hint) {
-    if (auto label = ParseLabel(name)) hint |= *label;
-  }
+  LabelSet hint = LabelSetOf(labels_hint);
   hint |= IntrinsicLabels(policy, tool, "", "");
   return RuleWalk(policy, caller, ctx, tool, nullptr).Visible(caller, hint);
 }

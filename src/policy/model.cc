@@ -67,6 +67,13 @@ std::optional<Label> ParseLabel(std::string_view text) {
   return std::nullopt;
 }
 
+LabelSet LabelSetOf(const std::vector<std::string>& names) {
+  LabelSet out = 0;
+  for (const std::string& name : names)
+    if (auto label = ParseLabel(name)) out |= *label;
+  return out;
+}
+
 std::vector<std::string> LabelNames(LabelSet labels) {
   std::vector<std::string> out;
   if (labels & kUntrustedOutput) out.emplace_back("untrusted_output");

@@ -39,6 +39,8 @@ std::optional<Access> ParseAccess(std::string_view text);
 std::optional<Label> ParseLabel(std::string_view text);
 // The names of the labels in `labels`, in a fixed order (untrusted, private, external_send).
 std::vector<std::string> LabelNames(LabelSet labels);
+// The inverse: the set of the names given (unknown names are ignored).
+LabelSet LabelSetOf(const std::vector<std::string>& names);
 
 // ---- identity ----
 struct User {

@@ -428,9 +428,7 @@ TrifectaSettings SettingsFor(const TrifectaSection& section, std::string_view te
 
 LabelSet CallLabels(const std::vector<std::string>& decision_labels, std::string_view tool,
                     bool sandbox_has_egress) {
-  LabelSet labels = 0;
-  for (const std::string& name : decision_labels)
-    if (auto label = ParseLabel(name)) labels |= *label;
+  LabelSet labels = LabelSetOf(decision_labels);
   if (tool == "web__fetch") labels |= kUntrustedOutput | kExternalSend;
   if (tool == "sandbox__exec") {
     labels |= kUntrustedOutput;
@@ -446,10 +444,6 @@ bool ProfileHasEgress(const Policy& policy, const std::string& profile) {
   return it != policy.sandbox.profiles.end() && it->second.net == sandbox::NetMode::kProxy;
 }
 }  // namespace
-
-bool SandboxCallHasEgress(const Policy& policy, const Decision& decision) {
-  return ProfileHasEgress(policy, decision.sandbox_profile);
-}
 
 LabelSet IntrinsicLabels(const Policy& policy, std::string_view tool, std::string_view server,
                          const std::string& sandbox_profile) {

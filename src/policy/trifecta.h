@@ -151,11 +151,6 @@ LabelSet CallLabels(const std::vector<std::string>& decision_labels, std::string
 LabelSet IntrinsicLabels(const Policy& policy, std::string_view tool, std::string_view server,
                          const std::string& sandbox_profile);
 
-// Whether a sandbox__exec call decided by `decision` runs with egress: the profile the execute
-// stage will choose (the rule's, else sandbox.profiles.default, else the built-in one, which has
-// no network) has net: proxy.
-bool SandboxCallHasEgress(const Policy& policy, const Decision& decision);
-
 // What a finished call adds to its session. `result` is the tool's result as the client gets it
 // (a CallToolResult: structuredContent when present, else its text parsed as JSON when it
 // parses, else the text); `flow` is the deciding rule's (null: none). A labelled part that is

@@ -28,8 +28,8 @@ class TrifectaStage : public Stage {
         d.rule_index >= 0 && static_cast<size_t>(d.rule_index) < p.rules.size()
             ? &p.rules[static_cast<size_t>(d.rule_index)].flow
             : nullptr;
-    const bool sandbox_egress = call.tool == "sandbox__exec" && policy::SandboxCallHasEgress(p, d);
-    const policy::LabelSet labels = policy::CallLabels(d.labels, call.tool, sandbox_egress);
+    // Decide has added what built-ins and stdio upstreams with egress always carry.
+    const policy::LabelSet labels = policy::LabelSetOf(d.labels);
     const FlowKey key = FlowKeyFor(call.tenant, call.user, call.agent, call.session, call.task);
     const policy::TrifectaSettings settings =
         policy::SettingsFor(p.trifecta, call.tenant, call.agent, call.tool);
