@@ -24,6 +24,9 @@ PACKAGES=(
   nodejs
   # the console's browser tests (tests/e2e/console.test.mjs): headless Chromium driven by playwright-core
   chromium
+  # /metrics is checked by promtool, Prometheus's own parser and linter (tests/e2e/metrics.test.mjs);
+  # the server in the package is never started (see below)
+  prometheus
 )
 
 missing=()
@@ -45,5 +48,14 @@ fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# Packages with a daemon (prometheus) must not start it here: a policy-rc.d that refuses every
+# start for the install, unless the machine has one of its own.
+guard=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  guard=/usr/sbin/policy-rc.d
+  printf '#!/bin/sh\n# install-deps.sh: no service starts while it installs\nexit 101\n' > "$guard"
+  chmod 0755 "$guard"
+  trap 'rm -f "$guard"' EXIT
+fi
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 node_deps

@@ -7,8 +7,11 @@
 #include "common/login_name.h"
 #include "gateway/http/admin_api.h"
 #include "gateway/http/http_server.h"
+#include "gateway/http/metrics_access.h"
 #include "gateway/session/session.h"
 #include "identity/identity.h"
+#include "monitor/families.h"
+#include "monitor/metrics.h"
 #include "sandbox/options.h"
 
 namespace warden::cli {
@@ -39,6 +42,7 @@ class ServeHost : public gateway::SessionHost {
 
   void Refused(const identity::Caller& caller, int http_status, const std::string& what,
                const std::string& peer) override {
+    monitor::Metrics().http_refusals.Add({std::to_string(http_status)});
     // Called on an I/O thread: the write goes to the worker pool.
     gateway::GatewayCore& core = gateway_.core();
     core.Post([&core, caller, http_status, what, peer] {
@@ -156,6 +160,13 @@ int ServeCommand::Execute() {
       return minter->Jwks().dump();
     };
   }
+  // /metrics (docs/monitoring.md): loopback peers, or a key of the policy in force.
+  http.metrics = [&g](std::string_view authorization,
+                      const std::string& peer) -> Result<std::string> {
+    if (Status st = gateway::MetricsAccess(*g.policy().Current(), authorization, peer); !st.ok())
+      return st;
+    return monitor::DefaultRegistry().Render();
+  };
   ServeHost host(g, local);
   gateway::HttpServer server(host, http);
   if (Status st = server.Start(); !st.ok()) {

@@ -1,7 +1,8 @@
 #include "egress/egress_record.h"
 
-#include <ctime>
 #include <nlohmann/json.hpp>
+
+#include "common/clock.h"
 
 namespace warden::egress {
 
@@ -19,17 +20,7 @@ std::string_view ProtocolName(Protocol protocol) {
   return "unknown";
 }
 
-std::string FormatTime(std::chrono::system_clock::time_point t) {
-  using namespace std::chrono;
-  const auto ms = duration_cast<milliseconds>(t.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[40];
-  size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms % 1000));
-  return buf;
-}
+std::string FormatTime(std::chrono::system_clock::time_point t) { return Rfc3339Millis(t); }
 
 void to_json(nlohmann::json& j, const EgressRecord& r) {
   j = nlohmann::json{

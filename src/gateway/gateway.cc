@@ -46,9 +46,11 @@ GatewayCore::GatewayCore(policy::PolicyHolder& policy, audit::AuditLog& audit,
     // Not on the workers: calls that hold all of them must not delay their own end.
     core->PostControl([core, scope, name, why] { core->CancelCovered(scope, name, why); });
   });
+  metrics_ = RegisterMetrics();
 }
 
 GatewayCore::~GatewayCore() {
+  metrics_.Reset();
   {
     std::lock_guard lock(listening_->mu);
     listening_->core = nullptr;

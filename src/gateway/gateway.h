@@ -19,6 +19,7 @@
 #include "gateway/pipeline/pipeline.h"
 #include "gateway/stages/chain.h"
 #include "gateway/stages/stages.h"
+#include "monitor/metrics.h"
 #include "policy/holder.h"
 #include "upstream/client.h"
 
@@ -111,6 +112,8 @@ class GatewayCore {
   std::vector<std::shared_ptr<McpSession>> Sessions() const;
 
  private:
+  // The collector of the gauges and stage figures /metrics shows (gateway_metrics.cc).
+  monitor::Registry::Handle RegisterMetrics();
   // Cancels every call in flight that a switch of `scope` and `name` covers (all of them for
   // the global switch).
   void CancelCovered(KillScope scope, const std::string& name, const std::string& reason);
@@ -133,6 +136,8 @@ class GatewayCore {
     GatewayCore* core = nullptr;
   };
   std::shared_ptr<Listening> listening_;
+  // Last member: removed (waiting for a scrape that reads the members above) before they go.
+  monitor::Registry::Handle metrics_;
 };
 
 // The name an upstream item is exposed under: PREFIX__NAME, or NAME when the prefix is empty.

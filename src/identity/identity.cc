@@ -475,8 +475,8 @@ Result<std::optional<std::string>> StringClaim(const json& claims, const std::st
   return std::optional<std::string>(it->get<std::string>());
 }
 
-// Splits "Bearer <credentials>" (scheme case-insensitive, RFC 9110 11.1). The message never
-// quotes the header: a client that forgot the scheme would see its key echoed.
+}  // namespace
+
 Result<std::string_view> BearerCredentials(std::string_view header) {
   auto is_space = [](char c) { return c == ' ' || c == '\t'; };
   while (!header.empty() && is_space(header.front())) header.remove_prefix(1);
@@ -511,8 +511,6 @@ Result<std::string_view> BearerCredentials(std::string_view header) {
   }
   return credentials;
 }
-
-}  // namespace
 
 namespace {
 

@@ -67,5 +67,8 @@ Result<std::string> NarrowScope(const policy::Policy& policy, const Caller& call
 // What the policy stores for an API key: "sha256:" + lower-case hex SHA-256 of the key's text,
 // the same as `printf %s KEY | sha256sum`.
 std::string HashApiKey(std::string_view key);
+// The credentials of "Bearer <credentials>" (the scheme case-insensitive, RFC 9110 11.1), or
+// why the header is not that; the message never quotes the header.
+Result<std::string_view> BearerCredentials(std::string_view header);
 
 }  // namespace warden::identity

@@ -20,16 +20,6 @@ namespace {
 using internal::OneOf;
 using internal::YamlReader;
 
-// Sections of POLICY.md that later issues implement. Refused rather than ignored: a policy that
-// asks for monitoring must not run without it.
-struct DeferredSection {
-  const char* key;
-  const char* issue;
-};
-constexpr DeferredSection kDeferred[] = {
-    {"monitoring", "monitoring: metrics, anomaly detectors and automatic kill switches"},
-};
-
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
          c == '-';
@@ -140,6 +130,8 @@ class Loader {
   Status Upstreams(const YAML::Node& node);
   Status UpstreamEntry(const std::string& name, const YAML::Node& key_node, const YAML::Node& node);
   Status Egress(const YAML::Node& node);
+  Status MonitoringSection(const YAML::Node& node);
+  Status MonitoringLogs(const YAML::Node& node);
   Status ProfileExists(const YAML::Node& at, const std::string& path,
                        const std::string& name) const;
 
@@ -158,23 +150,13 @@ Result<Policy> Loader::Load(const std::string& text) {
     return r_.Error(root, "", "expected a mapping of sections starting with 'version: 1'");
   }
 
-  // Deferred sections first, wherever they are: their message says more than "unknown key".
-  for (const auto& kv : root) {
-    for (const auto& d : kDeferred) {
-      if (kv.first.IsScalar() && kv.first.Scalar() == d.key) {
-        return r_.Error(kv.first, "",
-                        std::string(d.key) + " is not supported yet (issue: " + d.issue +
-                            "); remove the section for now");
-      }
-    }
-  }
-  // Then every key known and none twice; sections are read afterwards, in dependency order.
+  // Every key known and none twice; sections are read afterwards, in dependency order.
   std::map<std::string, YAML::Node> sections;
   WARDEN_RETURN_IF_ERROR(
       r_.Fields(root, "",
                 {"version", "listen", "storage", "identity", "upstreams", "sandbox", "tools",
                  "defaults", "agent_profiles", "scopes", "egress", "approvals", "credentials",
-                 "trifecta"},
+                 "trifecta", "monitoring"},
                 [&](const std::string& key, const YAML::Node&, const YAML::Node& value) {
                   sections.emplace(key, value);
                   return Status::Ok();
@@ -213,8 +195,80 @@ Result<Policy> Loader::Load(const std::string& text) {
   if (auto it = sections.find("trifecta"); it != sections.end()) {
     WARDEN_RETURN_IF_ERROR(internal::LoadTrifecta(r_, it->second, &policy_));
   }
+  if (auto it = sections.find("monitoring"); it != sections.end()) {
+    WARDEN_RETURN_IF_ERROR(MonitoringSection(it->second));
+  }
   policy_.index = std::make_shared<const RuleIndex>(policy_.rules);
   return std::move(policy_);
+}
+
+// monitoring: { metrics: { keys: [sha256:...] }, logs: { format, arguments, results } }. The
+// detectors are not built yet: a policy that names them is refused rather than run without them.
+Status Loader::MonitoringSection(const YAML::Node& node) {
+  return r_.Fields(
+      node, "monitoring", {"metrics", "logs", "detectors"},
+      [&](const std::string& key, const YAML::Node& key_node, const YAML::Node& value) -> Status {
+        if (key == "detectors") {
+          return r_.Error(key_node, "monitoring.detectors",
+                          "not supported yet (issue: audit and monitoring; anomaly detectors and "
+                          "their alerts); remove it for now");
+        }
+        if (key == "logs") return MonitoringLogs(value);
+        return r_.Fields(
+            value, "monitoring.metrics", {"keys"},
+            [&](const std::string&, const YAML::Node&, const YAML::Node& keys) -> Status {
+              auto list = r_.NonEmptyStrings(keys, "monitoring.metrics.keys");
+              if (!list) return list.status();
+              for (size_t i = 0; i < list->size(); ++i) {
+                const std::string& k = (*list)[i];
+                const std::string ipath = "monitoring.metrics.keys[" + std::to_string(i) + "]";
+                if (!IsKeyHash(k))
+                  return r_.Error(keys[i], ipath,
+                                  "expected 'sha256:' and 64 lower-case hex digits (the key's "
+                                  "hash, never the key)");
+                if (auto owner = policy_.identity.keys.find(k);
+                    owner != policy_.identity.keys.end())
+                  return r_.Error(keys[i], ipath,
+                                  "this key already belongs to " + OwnerName(owner->second) +
+                                      ": a metrics key reads /metrics and nothing else, so it "
+                                      "must be a key of its own");
+                if (std::find(policy_.monitoring.metrics_keys.begin(),
+                              policy_.monitoring.metrics_keys.end(),
+                              k) != policy_.monitoring.metrics_keys.end())
+                  return r_.Error(keys[i], ipath, "the same key twice");
+                policy_.monitoring.metrics_keys.push_back(k);
+              }
+              return Status::Ok();
+            });
+      });
+}
+
+Status Loader::MonitoringLogs(const YAML::Node& node) {
+  bool has_format = false;
+  WARDEN_RETURN_IF_ERROR(r_.Fields(
+      node, "monitoring.logs", {"format", "arguments", "results"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        const std::string path = "monitoring.logs." + key;
+        if (key == "format") {
+          auto s = r_.NonEmptyString(value, path);
+          if (!s) return s.status();
+          if (*s != "json" && *s != "off")
+            return r_.Error(value, path,
+                            "expected json (one JSON line per call on stderr) or off, got '" + *s +
+                                "'");
+          policy_.monitoring.call_logs = *s == "json";
+          has_format = true;
+          return Status::Ok();
+        }
+        auto b = r_.Bool(value, path);
+        if (!b) return b.status();
+        (key == "arguments" ? policy_.monitoring.log_arguments : policy_.monitoring.log_results) =
+            *b;
+        return Status::Ok();
+      }));
+  if (!has_format)
+    return r_.Error(node, "monitoring.logs", "missing format: expected 'format: json' (or off)");
+  return Status::Ok();
 }
 
 Status Loader::Listen(const YAML::Node& node) {

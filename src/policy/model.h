@@ -292,6 +292,20 @@ struct TrifectaSection {
 
 class RuleIndex;
 
+// The `monitoring:` section (docs/monitoring.md).
+struct MonitoringSection {
+  // Hashes ("sha256:<64 hex>", as identity keys) of the bearer keys a scraper that is not on
+  // this host presents at GET /metrics. A loopback peer needs none. Empty: /metrics answers
+  // loopback peers only.
+  std::vector<std::string> metrics_keys;
+  // monitoring.logs (docs/monitoring.md, "Call logs"): `format: json` writes one JSON line per
+  // call to stderr; its arguments and a summary of its result only when these say so, redacted
+  // as the audit log redacts them.
+  bool call_logs = false;
+  bool log_arguments = false;
+  bool log_results = false;
+};
+
 struct Policy {
   std::string origin;  // the file (or name) it was loaded from
   int version = 1;
@@ -308,6 +322,7 @@ struct Policy {
   Approvals approvals;
   CredentialsSection credentials;
   TrifectaSection trifecta;
+  MonitoringSection monitoring;
 
   // Built by the loader from `rules` (reset it after editing `rules`); when null, decisions
   // scan every rule in order.

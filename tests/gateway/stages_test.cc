@@ -187,7 +187,7 @@ TEST(StandardPipeline, ChainsTheStagesInTheArchitecturesOrder) {
   EXPECT_EQ(p->StageNames(),
             (std::vector<std::string>{"identity", "kill_switches", "policy", "arguments",
                                       "trifecta", "approval", "credentials", "execute", "redact",
-                                      "audit", "undo", "trifecta_record"}));
+                                      "audit", "undo", "trifecta_record", "monitor"}));
 }
 
 // sandbox__exec on profile "strict" when the command starts with "echo strict" (rule tools[0]),

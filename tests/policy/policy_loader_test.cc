@@ -93,14 +93,51 @@ TEST(PolicyLoaderTest, UnknownKeysAnywhereAreErrors) {
 }
 
 TEST(PolicyLoaderTest, DeferredSectionsAreRefusedNotIgnored) {
-  for (const char* section : {"monitoring"}) {
-    std::string yaml = std::string("version: 1\n") + section + ":\n  x: 1\n";
-    EXPECT_LOAD_ERROR(yaml,
-                      std::string("test.yaml:2: ") + section + " is not supported yet (issue: ");
-  }
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  detectors: {}\n",
+                    "test.yaml:3: monitoring.detectors: not supported yet (issue: audit and "
+                    "monitoring");
   EXPECT_LOAD_ERROR(
       "version: 1\ntools:\n  - match: { tool: x }\n    credentials: { header: {} }\n",
       "test.yaml:4: tools[0].credentials: per-rule credentials are not supported yet (issue: ");
+}
+
+TEST(PolicyLoaderTest, MonitoringMetricsKeysAreHashesOfTheirOwn) {
+  const std::string a = "sha256:" + std::string(64, 'a'), b = "sha256:" + std::string(64, 'b');
+  Policy p = MustLoad("version: 1\nmonitoring:\n  metrics:\n    keys: [\"" + a + "\", \"" + b +
+                      "\"]\n");
+  EXPECT_EQ(p.monitoring.metrics_keys, (std::vector<std::string>{a, b}));
+  EXPECT_TRUE(MustLoad("version: 1\n").monitoring.metrics_keys.empty());
+  // The key itself, not its hash: refused (a policy file must never hold the secret).
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  metrics:\n    keys: [wk_secret]\n",
+                    "test.yaml:4: monitoring.metrics.keys[0]: expected 'sha256:' and 64");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  metrics:\n    keys: [\"" + a + "\", \"" + a +
+                        "\"]\n",
+                    "monitoring.metrics.keys[1]: the same key twice");
+  // An agent's key must not also read the metrics (nor a metrics key make calls).
+  EXPECT_LOAD_ERROR("version: 1\nidentity:\n  tenants:\n    acme:\n      users: { al: {} }\n"
+                    "      agents:\n        bot: { user: al, keys: [\"" + a +
+                        "\"] }\nmonitoring:\n  metrics:\n    keys: [\"" + a + "\"]\n",
+                    "monitoring.metrics.keys[0]: this key already belongs to agent 'bot'");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  metrics:\n    key: []\n",
+                    "monitoring.metrics: unknown key 'key'");
+}
+
+TEST(PolicyLoaderTest, MonitoringLogsAreOptInAndSayWhatTheyHold) {
+  Policy off = MustLoad("version: 1\n");
+  EXPECT_FALSE(off.monitoring.call_logs);
+  Policy on = MustLoad("version: 1\nmonitoring:\n  logs: { format: json, arguments: true }\n");
+  EXPECT_TRUE(on.monitoring.call_logs);
+  EXPECT_TRUE(on.monitoring.log_arguments);
+  EXPECT_FALSE(on.monitoring.log_results);
+  EXPECT_FALSE(MustLoad("version: 1\nmonitoring:\n  logs: { format: off, results: true }\n")
+                   .monitoring.call_logs);
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  logs: { format: yaml }\n",
+                    "monitoring.logs.format: expected json (one JSON line per call on stderr) or "
+                    "off, got 'yaml'");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  logs: { arguments: true }\n",
+                    "monitoring.logs: missing format");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  logs: { format: json, arguments: yes please }\n",
+                    "monitoring.logs.arguments");
 }
 
 TEST(PolicyLoaderTest, DuplicateKeysAreErrors) {

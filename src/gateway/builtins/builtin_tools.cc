@@ -19,6 +19,7 @@
 #include "egress/host_name.h"
 #include "gateway/builtins/exec_pool.h"
 #include "gateway/builtins/web_fetch.h"
+#include "monitor/families.h"
 #include "sandbox/launcher.h"
 #include "sandbox/pool.h"
 #include "sandbox/profile.h"
@@ -657,6 +658,24 @@ std::optional<json> RunPooledExec(const ExecPool& pool, const ExecRequest& reque
   return json::parse(sandbox::ToJson(r));
 }
 
+// The run in /metrics: its end, the syscalls refused in it, and its proxy's connections.
+void CountRun(const monitor::Families& metrics, const json& record, const std::string& backend,
+              const std::string& reason) {
+  metrics.sandbox_runs.Add({backend, reason});
+  if (auto v = record.find("violations"); v != record.end() && v->is_array()) {
+    double refused = static_cast<double>(v->size());
+    if (auto d = record.find("violations_dropped"); d != record.end() && d->is_number_unsigned())
+      refused += d->get<double>();
+    if (refused > 0) metrics.sandbox_violations.Add({backend}, refused);
+  }
+  if (auto e = record.find("egress"); e != record.end() && e->is_array()) {
+    double allowed = 0, denied = 0;
+    for (const json& c : *e) (c.is_object() && c.value("allowed", false) ? allowed : denied) += 1;
+    if (allowed > 0) metrics.egress.Add({"sandbox", "allowed"}, allowed);
+    if (denied > 0) metrics.egress.Add({"sandbox", "denied"}, denied);
+  }
+}
+
 }  // namespace
 
 CallResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& profile,
@@ -692,6 +711,8 @@ CallResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
   json record;
   std::optional<Collected> collected;
   bool ran = false, pooled = false;
+  const monitor::Families& metrics = monitor::Metrics();
+  metrics.sandbox_starts.Add({o.backend});
   if (cancel && cancel->cancelled()) {
     record = BaseRecord(137, "signaled");
     ran = true;
@@ -740,6 +761,7 @@ CallResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
   std::string stdout_text = ReadBack(out->get(), cap);
   std::string stderr_text = ReadBack(err->get(), cap);
   std::string reason = record.value("reason", std::string("setup_error"));
+  CountRun(metrics, record, o.backend, reason);
 
   const bool failed = run.exit_code != 0;
   std::string text = stdout_text;

@@ -23,6 +23,7 @@
 #include "egress/allow_list.h"
 #include "egress/host_name.h"
 #include "egress/resolver.h"
+#include "monitor/families.h"
 
 namespace warden::gateway {
 
@@ -738,7 +739,14 @@ CallResult BuildResult(const Outcome& o, uint64_t max_bytes) {
     is_error = r.status >= 400;
   }
   json egress = json::array();
-  for (const EgressDecision& d : o.egress) egress.push_back(d.ToJson());
+  double allowed = 0, denied = 0;
+  for (const EgressDecision& d : o.egress) {
+    egress.push_back(d.ToJson());
+    (d.allowed ? allowed : denied) += 1;
+  }
+  const monitor::Families& metrics = monitor::Metrics();
+  if (allowed > 0) metrics.egress.Add({"web_fetch", "allowed"}, allowed);
+  if (denied > 0) metrics.egress.Add({"web_fetch", "denied"}, denied);
   json structured = {{"url", o.url},           {"final_url", o.final_url},
                      {"status", r.status},     {"content_type", content_type},
                      {"body", body},           {"truncated", r.truncated},

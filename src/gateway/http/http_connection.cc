@@ -16,6 +16,7 @@
 #include "gateway/http/http_replay.h"
 #include "gateway/http/http_rules.h"
 #include "mcp/protocol_version.h"
+#include "monitor/metrics.h"
 
 namespace warden::gateway::http {
 namespace {
@@ -221,6 +222,27 @@ void HttpConnection::Route() {
                     "/.well-known/jwks.json takes GET only", keep, {{"Allow", "GET"}});
     }
     return SendJson(Status::ok, shared_->options.jwks(), keep);
+  }
+  if (path == "/metrics" && shared_->options.metrics) {
+    if (req.method() != bhttp::verb::get) {
+      return Refuse(Status::method_not_allowed, mcp::kInvalidRequest, "/metrics takes GET only",
+                    keep, {{"Allow", "GET"}});
+    }
+    // A scraper sends no Origin; a page that does must not learn the figures (a loopback peer
+    // needs no key).
+    if (req.find(bhttp::field::origin) != req.end()) {
+      return Refuse(Status::forbidden, mcp::kInvalidRequest,
+                    "/metrics does not answer browser pages (the request carries an Origin)",
+                    keep);
+    }
+    Result<std::string> body = shared_->options.metrics(Header("Authorization"), peer_);
+    if (!body) {
+      shared_->host.Refused(identity::Caller{}, 401, "/metrics: " + body.status().message(), peer_);
+      return SendJson(Status::unauthorized,
+                      nlohmann::json{{"error", body.status().message()}}.dump(), keep,
+                      {{"WWW-Authenticate", "Bearer"}});
+    }
+    return SendBody(Status::ok, monitor::kContentType, std::move(*body), keep);
   }
   api_ = path == "/api" || path.starts_with("/api/");
   console_ = !api_ && path != shared_->options.path && IsConsolePath(path);

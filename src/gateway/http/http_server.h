@@ -113,6 +113,12 @@ struct HttpServerOptions {
   // The public keys of the tokens warden mints (docs/credentials.md), served without
   // credentials at GET /.well-known/jwks.json for upstreams to verify them. Unset: 404.
   std::function<std::string()> jwks;
+  // GET /metrics (docs/monitoring.md): called with the Authorization header (may be empty) and
+  // the peer's IP address on an I/O thread, so it must not block; returns the Prometheus text
+  // exposition, or an error Status: 401 with `WWW-Authenticate: Bearer` and {"error": message}.
+  // Requests that carry an Origin are refused (403): no page reads the metrics. Unset: 404.
+  std::function<Result<std::string>(std::string_view authorization, const std::string& peer)>
+      metrics;
 };
 
 class HttpServer {

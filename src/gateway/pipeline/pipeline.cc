@@ -80,8 +80,10 @@ void Pipeline::AddFinalStage(std::unique_ptr<Stage> stage) {
 void Pipeline::Count(Entry& entry, StageResult result, Clock::time_point started,
                      std::optional<Clock::time_point> parked_at) {
   const Clock::time_point now = Clock::now();
+  const double seconds = std::chrono::duration<double>(now - started).count();
   std::lock_guard lock(stats_mu_);
   entry.stats.time += now - started;
+  ++entry.stats.buckets[monitor::LatencyBucket(seconds)];
   if (parked_at) {
     ++entry.stats.resumed;
     entry.stats.parked += now - *parked_at;

@@ -12,6 +12,7 @@
 // docs/gateway.md ("The pipeline").
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -28,6 +29,7 @@
 
 #include "common/status.h"
 #include "mcp/jsonrpc.h"
+#include "monitor/metrics.h"
 #include "policy/policy.h"
 
 namespace warden::gateway {
@@ -162,6 +164,9 @@ struct CallContext {
   nlohmann::json arguments = nlohmann::json::object();
   // The JSON-RPC method ("tools/call", "resources/read", "sampling/createMessage" ...).
   std::string method = "tools/call";
+  // The request's JSON-RPC id as the client sent it (null when unknown): what the client and a
+  // log line name the call by within its session.
+  nlohmann::json request_id;
 
   // The policy snapshot and decision the policy stage used: one call never sees two policies.
   std::shared_ptr<const policy::Policy> policy;
@@ -252,6 +257,9 @@ struct StageStats {
   uint64_t results = 0, results_denied = 0;
   // From each run's start to its end, parked time included; and the parked part alone.
   std::chrono::nanoseconds time{0}, parked{0};
+  // Each run's time by monitor::kLatencyBuckets (the last: longer than all), not cumulative:
+  // warden_stage_duration_seconds in /metrics.
+  std::array<uint64_t, monitor::kLatencyBuckets.size() + 1> buckets{};
 };
 
 // Runs stages in order. Ordinary stages stop at the first one that does not continue; when all

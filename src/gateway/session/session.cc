@@ -414,6 +414,7 @@ void McpSession::CallTool(const mcp::Request& request, InFlight& flight, Reply r
   call->scope = caller_.scope;
   call->session = options_.session_id;
   call->tool = (*params)["name"].get<std::string>();
+  call->request_id = request.id.ToJson();
   call->cancel = flight.cancel;
   flight.tool = call->tool;
   flight.call = call;

@@ -7,6 +7,7 @@
 #include "audit/sha256.h"
 #include "gateway/credentials/broker.h"
 #include "gateway/gateway.h"
+#include "monitor/families.h"
 #include "sandbox/launcher.h"
 
 namespace warden::gateway {
@@ -66,6 +67,8 @@ void UpstreamInstance::OnState(upstream::State state, const std::string& why) {
     if (state == upstream::State::kRestarting) down_ = true;
     else gone_ = true;
   }
+  if (state == upstream::State::kRestarting && !quiet)
+    monitor::Metrics().upstream_restarts.Add({id_.upstream});
   // An operator must be able to see why an upstream is missing from the lists.
   if (!quiet)
     std::fprintf(stderr, "warden: upstream %s: %s%s\n", id_.upstream.c_str(), why.c_str(),
@@ -672,6 +675,17 @@ UpstreamInstances::Counts UpstreamInstances::counts(const std::string& upstream)
     if (inst->holders() > 0) ++c.held;
   }
   return c;
+}
+
+std::map<std::string, UpstreamInstances::Counts> UpstreamInstances::CountsByUpstream() const {
+  std::map<std::string, Counts> out;
+  std::lock_guard lock(mu_);
+  for (const auto& [key, inst] : live_) {
+    Counts& c = out[inst->name()];
+    ++c.live;
+    if (inst->holders() > 0) ++c.held;
+  }
+  return out;
 }
 
 }  // namespace warden::gateway

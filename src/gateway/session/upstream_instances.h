@@ -191,6 +191,8 @@ class UpstreamInstances {
   };
   Counts counts() const;
   Counts counts(const std::string& upstream) const;
+  // Every upstream with a live instance, and its counts (warden_upstream_instances).
+  std::map<std::string, Counts> CountsByUpstream() const;
 
  private:
   void ReaperLoop();

@@ -2,12 +2,11 @@
 #include "gateway/approvals/approval_gate.h"
 #include "gateway/stages/stages.h"
 #include "gateway/undo/audit_recorded.h"
+#include "monitor/families.h"
 
 namespace warden::gateway {
 
-namespace {
-
-std::string DecisionWord(const CallContext& call) {
+std::string CallDecision(const CallContext& call) {
   const StageOutcome& v = call.verdict;
   if (!v.decision.empty()) return v.decision;
   switch (v.result) {
@@ -28,8 +27,6 @@ std::string DecisionWord(const CallContext& call) {
   return "deny";
 }
 
-}  // namespace
-
 audit::AuditEntry AuditEntryFor(const CallContext& call) {
   audit::AuditEntry e;
   e.tenant = call.tenant;
@@ -38,7 +35,7 @@ audit::AuditEntry AuditEntryFor(const CallContext& call) {
   e.session = call.session;
   e.tool = call.tool;
   e.arguments = call.arguments;
-  e.decision = DecisionWord(call);
+  e.decision = CallDecision(call);
   if (call.verdict.result == StageResult::kContinue) {
     e.rule = call.decision ? call.decision->rule : "";
     e.reason = call.decision ? call.decision->reason : "";
@@ -67,7 +64,11 @@ audit::AuditEntry AuditEntryFor(const CallContext& call) {
 }
 
 StageOutcome AuditStage::Run(CallContext& call) {
-  auto receipt = log_.Append(AuditEntryFor(call));
+  audit::AuditEntry entry = AuditEntryFor(call);
+  const auto started = std::chrono::steady_clock::now();
+  auto receipt = log_.Append(std::move(entry));
+  monitor::Metrics().audit_write.Observe(
+      {}, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   if (!receipt)
     return StageOutcome::Deny(
         Refusal::kInternal, "the audit log could not record the call, so its result is withheld: " +

@@ -15,6 +15,7 @@ std::unique_ptr<Stage> MakeExecuteStage(const StageServices& services);
 std::unique_ptr<Stage> MakeRedactStage(const StageServices& services);
 std::unique_ptr<Stage> MakeAuditStage(const StageServices& services);
 std::unique_ptr<Stage> MakeUndoStage(const StageServices& services);
+std::unique_ptr<Stage> MakeMonitorStage(const StageServices& services);
 
 const std::vector<ChainLink>& StandardChain() {
   // The one declaration of the order (docs/gateway.md shows it). Requests come in top to bottom
@@ -34,6 +35,7 @@ const std::vector<ChainLink>& StandardChain() {
       {"audit", MakeAuditStage, /*final=*/true},
       {"undo", MakeUndoStage, /*final=*/true},
       {"trifecta_record", MakeTrifectaRecordStage, /*final=*/true},
+      {"monitor", MakeMonitorStage, /*final=*/true},
   };
   // clang-format on
   return chain;

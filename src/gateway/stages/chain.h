@@ -65,7 +65,7 @@ struct ChainLink {
 };
 
 // identity -> kill_switches -> policy -> arguments -> trifecta -> approval -> credentials ->
-// execute, then redact, audit, undo and trifecta_record as final stages.
+// execute, then redact, audit, undo, trifecta_record and monitor as final stages.
 const std::vector<ChainLink>& StandardChain();
 
 // The pipeline of `chain` (StandardChain() unless a test or bench builds its own), built from

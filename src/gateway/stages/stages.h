@@ -1,6 +1,6 @@
 // The standard stages, one .cc each (identity_stage.cc, ...); chain.cc declares their order:
 //   identity -> kill_switches -> policy -> arguments -> trifecta -> approval -> credentials
-//   -> execute -> (final) redact, audit, undo, trifecta_record
+//   -> execute -> (final) redact, audit, undo, trifecta_record, monitor
 #pragma once
 
 #include <memory>
@@ -122,5 +122,24 @@ class AuditStage : public Stage {
 
 // The audit entry AuditStage writes for `call` (exposed for tests).
 audit::AuditEntry AuditEntryFor(const CallContext& call);
+// How a call ended, as the audit log and /metrics name it: the verdict's own decision ("ask"),
+// else allow, deny, error (bad arguments, a failure inside warden) or pause.
+std::string CallDecision(const CallContext& call);
+
+// Counts every call in /metrics (monitor/families.h): warden_tool_calls_total by caller, tool
+// and decision, and its time from arrival; and, when the policy's monitoring.logs says so,
+// writes the call's JSON line (monitor/call_log.h) with its audit entry's id. Final and last, so
+// that the figures include the audit write; it never denies. The anomaly detectors will run here.
+class MonitorStage : public Stage {
+ public:
+  using Sink = std::function<void(std::string_view line)>;
+  MonitorStage();  // lines to stderr
+  explicit MonitorStage(Sink sink) : sink_(std::move(sink)) {}
+  std::string_view name() const override { return "monitor"; }
+  StageOutcome Run(CallContext& call) override;
+
+ private:
+  Sink sink_;
+};
 
 }  // namespace warden::gateway

@@ -87,7 +87,8 @@ const ENDPOINT_LINE = /^warden: MCP endpoint (http:\/\/\S+)$/m;
  * has printed its endpoint. The returned object: url, stderr() (everything so far), stop().
  */
 export async function startServe(args, { cwd = E2E_DIR, env = {}, timeoutMs = 20000 } = {}) {
-  const argv = ['serve', '--listen', '127.0.0.1:0', ...args];
+  // A loopback port the kernel picks, unless the test says where to listen.
+  const argv = ['serve', ...(args.includes('--listen') ? [] : ['--listen', '127.0.0.1:0']), ...args];
   const proc = spawn(wardenBin(), argv, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   proc.stderr.setEncoding('utf8');
