@@ -5,6 +5,7 @@
 #include "gateway/approvals/approval_gate.h"
 #include "gateway/gateway.h"
 #include "gateway/session/upstream_instances.h"
+#include "monitor/families.h"
 #include "monitor/metrics.h"
 
 namespace warden::gateway {
@@ -50,6 +51,9 @@ void StageFigures(const Pipeline& pipeline, monitor::Exposition& e) {
 }  // namespace
 
 monitor::Registry::Handle GatewayCore::RegisterMetrics() {
+  // The counted families are declared now, so that a scrape before the first call already
+  // lists them (with no series yet).
+  (void)monitor::Metrics();
   return monitor::DefaultRegistry().AddCollector([this](monitor::Exposition& e) {
     StageFigures(*pipeline_, e);
 
