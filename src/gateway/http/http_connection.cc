@@ -24,7 +24,7 @@ namespace {
 namespace beast = boost::beast;
 namespace net = boost::asio;
 namespace bhttp = boost::beast::http;
-using Status = bhttp::status;
+using HttpStatus = bhttp::status;
 
 // Bytes queued for a client that does not read: past this the connection is dropped rather than
 // buffering without bound (a stalled SSE reader).
@@ -128,12 +128,12 @@ void HttpConnection::ReadHeader() {
 void HttpConnection::OnHeader(beast::error_code ec) {
   if (ec) {
     if (ec == bhttp::error::header_limit) {
-      return Refuse(Status::request_header_fields_too_large, mcp::kInvalidRequest,
+      return Refuse(HttpStatus::request_header_fields_too_large, mcp::kInvalidRequest,
                     "request head over " + std::to_string(kMaxHeaderBytes) + " bytes", false);
     }
     if (IsHttpParseError(ec) && ec != bhttp::error::end_of_stream &&
         ec != bhttp::error::partial_message) {
-      return Refuse(Status::bad_request, mcp::kInvalidRequest,
+      return Refuse(HttpStatus::bad_request, mcp::kInvalidRequest,
                     "malformed HTTP request: " + ec.message(), false);
     }
     return Close();  // the client went away, or sent nothing in time
@@ -156,14 +156,14 @@ void HttpConnection::ReadBody() {
 
 void HttpConnection::OnBody(beast::error_code ec) {
   if (ec == bhttp::error::body_limit) {
-    return Refuse(Status::payload_too_large, mcp::kInvalidRequest,
+    return Refuse(HttpStatus::payload_too_large, mcp::kInvalidRequest,
                   "request body over the limit of " + std::to_string(body_limit_) + " bytes",
                   false);
   }
   if (ec) {
     if (IsHttpParseError(ec) && ec != bhttp::error::end_of_stream &&
         ec != bhttp::error::partial_message) {
-      return Refuse(Status::bad_request, mcp::kInvalidRequest,
+      return Refuse(HttpStatus::bad_request, mcp::kInvalidRequest,
                     "malformed HTTP request body: " + ec.message(), false);
     }
     return Close();
@@ -196,13 +196,13 @@ void HttpConnection::Route() {
   // DNS-rebinding defence, first half: a rebound page's requests name the attacker's host in
   // Host (its own origin, as far as the browser knows), and a client need not send Origin.
   if (req.count(bhttp::field::host) > 1) {
-    return Refuse(Status::bad_request, mcp::kInvalidRequest, "more than one Host header", keep);
+    return Refuse(HttpStatus::bad_request, mcp::kInvalidRequest, "more than one Host header", keep);
   }
   if (std::string host = Header("Host"); !host.empty()) {
     std::vector<std::string> own = shared_->own_host_names;
     if (!local_host_.empty()) own.push_back(local_host_);
     if (!HostAllowed(host, shared_->options.allowed_hosts, own, shared_->port)) {
-      return Refuse(Status::forbidden, mcp::kInvalidRequest,
+      return Refuse(HttpStatus::forbidden, mcp::kInvalidRequest,
                     "host '" + PrintableHeader(host) +
                         "' is not allowed (not this server's address; see --allow-host)",
                     keep);
@@ -210,44 +210,44 @@ void HttpConnection::Route() {
   }
   if (path == "/healthz") {
     if (req.method() != bhttp::verb::get) {
-      return Refuse(Status::method_not_allowed, mcp::kInvalidRequest, "/healthz takes GET only",
+      return Refuse(HttpStatus::method_not_allowed, mcp::kInvalidRequest, "/healthz takes GET only",
                     keep, {{"Allow", "GET"}});
     }
-    return SendJson(Status::ok, R"({"status":"ok"})", keep);
+    return SendJson(HttpStatus::ok, R"({"status":"ok"})", keep);
   }
   if (path == "/.well-known/jwks.json" && shared_->options.jwks) {
     // Public keys only: no credentials asked, no CORS needed (servers fetch it, not pages).
     if (req.method() != bhttp::verb::get) {
-      return Refuse(Status::method_not_allowed, mcp::kInvalidRequest,
+      return Refuse(HttpStatus::method_not_allowed, mcp::kInvalidRequest,
                     "/.well-known/jwks.json takes GET only", keep, {{"Allow", "GET"}});
     }
-    return SendJson(Status::ok, shared_->options.jwks(), keep);
+    return SendJson(HttpStatus::ok, shared_->options.jwks(), keep);
   }
   if (path == "/metrics" && shared_->options.metrics) {
     if (req.method() != bhttp::verb::get) {
-      return Refuse(Status::method_not_allowed, mcp::kInvalidRequest, "/metrics takes GET only",
+      return Refuse(HttpStatus::method_not_allowed, mcp::kInvalidRequest, "/metrics takes GET only",
                     keep, {{"Allow", "GET"}});
     }
     // A scraper sends no Origin; a page that does must not learn the figures (a loopback peer
     // needs no key).
     if (req.find(bhttp::field::origin) != req.end()) {
-      return Refuse(Status::forbidden, mcp::kInvalidRequest,
+      return Refuse(HttpStatus::forbidden, mcp::kInvalidRequest,
                     "/metrics does not answer browser pages (the request carries an Origin)",
                     keep);
     }
     Result<std::string> body = shared_->options.metrics(Header("Authorization"), peer_);
     if (!body) {
       shared_->host.Refused(identity::Caller{}, 401, "/metrics: " + body.status().message(), peer_);
-      return SendJson(Status::unauthorized,
+      return SendJson(HttpStatus::unauthorized,
                       nlohmann::json{{"error", body.status().message()}}.dump(), keep,
                       {{"WWW-Authenticate", "Bearer"}});
     }
-    return SendBody(Status::ok, monitor::kContentType, std::move(*body), keep);
+    return SendBody(HttpStatus::ok, monitor::kContentType, std::move(*body), keep);
   }
   api_ = path == "/api" || path.starts_with("/api/");
   console_ = !api_ && path != shared_->options.path && IsConsolePath(path);
   if (!api_ && !console_ && path != shared_->options.path) {
-    return Refuse(Status::not_found, mcp::kInvalidRequest,
+    return Refuse(HttpStatus::not_found, mcp::kInvalidRequest,
                   "no such endpoint; MCP is served at " + shared_->options.path +
                       ", the approvals console at /",
                   keep);
@@ -258,7 +258,7 @@ void HttpConnection::Route() {
   // CSRF token must never be readable or usable from another page).
   if (console_) {
     if (has_origin && !OriginIsOwn(origin, Header("Host"))) {
-      return Refuse(Status::forbidden, mcp::kInvalidRequest,
+      return Refuse(HttpStatus::forbidden, mcp::kInvalidRequest,
                     "origin '" + PrintableHeader(origin) +
                         "' is not this server's own: the console takes same-origin requests only",
                     keep);
@@ -269,7 +269,7 @@ void HttpConnection::Route() {
   // The same rule for the admin API, and for CORS preflights.
   if (has_origin && (origin.empty() ||
                      !OriginAllowed(origin, shared_->options.allowed_origins, shared_->loopback))) {
-    return Refuse(Status::forbidden, mcp::kInvalidRequest, "origin '" + origin + "' is not allowed",
+    return Refuse(HttpStatus::forbidden, mcp::kInvalidRequest, "origin '" + origin + "' is not allowed",
                   keep);
   }
   // Responses differ by Origin; an allowed one may read them, and the session id header.
@@ -284,7 +284,7 @@ void HttpConnection::Route() {
   // operator named (--allow-origin), never "any loopback page".
   if (api_ && has_origin && !OriginIsOwn(origin, Header("Host")) &&
       !OriginAllowed(origin, shared_->options.allowed_origins, false)) {
-    return Refuse(Status::forbidden, mcp::kInvalidRequest,
+    return Refuse(HttpStatus::forbidden, mcp::kInvalidRequest,
                   "origin '" + PrintableHeader(origin) +
                       "' is not allowed: the admin API takes this server's own origin, or one "
                       "named by --allow-origin",
@@ -293,7 +293,7 @@ void HttpConnection::Route() {
   if (!api_ && method != bhttp::verb::post && method != bhttp::verb::get &&
       method != bhttp::verb::delete_) {
     return Refuse(
-        Status::method_not_allowed, mcp::kInvalidRequest,
+        HttpStatus::method_not_allowed, mcp::kInvalidRequest,
         "method " + std::string(req.method_string()) + " is not allowed; use POST, GET or DELETE",
         keep, {{"Allow", "GET, POST, DELETE, OPTIONS"}});
   }
@@ -302,7 +302,7 @@ void HttpConnection::Route() {
   if (!caller.ok()) {
     shared_->host.Refused(identity::Caller{}, 401, caller.status().message(), peer_);
     nlohmann::json body = {{"error", caller.status().message()}};
-    return SendJson(Status::unauthorized, body.dump(), keep, {{"WWW-Authenticate", "Bearer"}});
+    return SendJson(HttpStatus::unauthorized, body.dump(), keep, {{"WWW-Authenticate", "Bearer"}});
   }
   caller_ = std::move(caller).value();
   if (method == bhttp::verb::post) return ServePost();
@@ -319,13 +319,13 @@ bool HttpConnection::CheckProtocolVersionHeader() {
   std::string version = Header("MCP-Protocol-Version");
   if (mcp::IsSupportedVersion(version)) return true;
   if (version.find_first_not_of(" \t") == std::string::npos) {
-    Refuse(Status::bad_request, mcp::kInvalidRequest,
+    Refuse(HttpStatus::bad_request, mcp::kInvalidRequest,
            "empty MCP-Protocol-Version header: send a version (supported: " +
                SupportedVersionsText() + ") or leave the header out",
            KeepAliveAfterRefusal());
     return false;
   }
-  Refuse(Status::bad_request, mcp::kInvalidRequest,
+  Refuse(HttpStatus::bad_request, mcp::kInvalidRequest,
          "unsupported MCP-Protocol-Version '" + version +
              "' (supported: " + SupportedVersionsText() + ")",
          KeepAliveAfterRefusal());
@@ -346,7 +346,7 @@ void HttpConnection::ServePreflight(bool has_origin) {
                          "Last-Event-ID, Accept");
     headers.emplace_back("Access-Control-Max-Age", "600");
   }
-  SendEmpty(Status::no_content, KeepAliveAfterRefusal(), headers);
+  SendEmpty(HttpStatus::no_content, KeepAliveAfterRefusal(), headers);
 }
 
 // ---- The admin API (/api/...) ----
@@ -368,7 +368,7 @@ void HttpConnection::AuthenticateApi() {
     if (!caller.ok()) {
       shared_->host.Refused(identity::Caller{}, 401, caller.status().message(), peer_);
       nlohmann::json body = {{"error", caller.status().message()}};
-      return SendJson(Status::unauthorized, body.dump(), keep, {{"WWW-Authenticate", "Bearer"}});
+      return SendJson(HttpStatus::unauthorized, body.dump(), keep, {{"WWW-Authenticate", "Bearer"}});
     }
     caller_ = std::move(caller).value();
   }
@@ -378,7 +378,7 @@ void HttpConnection::AuthenticateApi() {
     // session's CSRF token, which no other page can read.
     std::string origin = Header("Origin");
     if (req.find(bhttp::field::origin) != req.end() && !OriginIsOwn(origin, Header("Host"))) {
-      return Refuse(Status::forbidden, mcp::kInvalidRequest,
+      return Refuse(HttpStatus::forbidden, mcp::kInvalidRequest,
                     "origin '" + PrintableHeader(origin) +
                         "' is not this server's own: a request without an Authorization header "
                         "must come from the console",
@@ -387,20 +387,20 @@ void HttpConnection::AuthenticateApi() {
     if (IsStateChanging(std::string(req.method_string()))) {
       const bool has_token = req.find("X-CSRF-Token") != req.end();
       if (!by_cookie) {
-        return Refuse(Status::forbidden, mcp::kInvalidRequest,
+        return Refuse(HttpStatus::forbidden, mcp::kInvalidRequest,
                       "missing X-CSRF-Token header: a " + std::string(req.method_string()) +
                           " without an Authorization header needs a console session "
                           "(GET /console/session) and its token",
                       keep);
       }
       if (!has_token) {
-        return Refuse(Status::forbidden, mcp::kInvalidRequest,
+        return Refuse(HttpStatus::forbidden, mcp::kInvalidRequest,
                       "missing X-CSRF-Token header: a change made with the console's cookie needs "
                       "the session's token",
                       keep);
       }
       if (!ConstantTimeEquals(Header("X-CSRF-Token"), by_cookie->csrf)) {
-        return Refuse(Status::forbidden, mcp::kInvalidRequest,
+        return Refuse(HttpStatus::forbidden, mcp::kInvalidRequest,
                       "bad X-CSRF-Token header: not this console session's token", keep);
       }
     }
@@ -424,12 +424,12 @@ void HttpConnection::ServeConsoleRequest() {
   if (!parser_->is_done()) {
     std::string content_type = Header("Content-Type");
     if (!IsJsonContentType(content_type)) {
-      return Refuse(Status::unsupported_media_type, mcp::kInvalidRequest,
+      return Refuse(HttpStatus::unsupported_media_type, mcp::kInvalidRequest,
                     "Content-Type must be application/json, got '" + content_type + "'", keep);
     }
     auto length = parser_->content_length();
     if (length && *length > kMaxAdminBodyBytes) {
-      return Refuse(Status::payload_too_large, mcp::kInvalidRequest,
+      return Refuse(HttpStatus::payload_too_large, mcp::kInvalidRequest,
                     "request body is " + std::to_string(*length) + " bytes, over the limit of " +
                         std::to_string(kMaxAdminBodyBytes),
                     false);
@@ -459,7 +459,7 @@ void HttpConnection::ServeConsoleRequestBody() {
                            : "refused";
     shared_->host.Refused(identity::Caller{}, reply.status, request.path + ": " + what, peer_);
   }
-  SendBody(static_cast<Status>(reply.status), reply.content_type, std::move(reply.body),
+  SendBody(static_cast<HttpStatus>(reply.status), reply.content_type, std::move(reply.body),
            request_keep_alive_, reply.headers);
 }
 
@@ -469,12 +469,12 @@ void HttpConnection::ServeApi() {
     // A body: JSON, small.
     std::string content_type = Header("Content-Type");
     if (!IsJsonContentType(content_type)) {
-      return Refuse(Status::unsupported_media_type, mcp::kInvalidRequest,
+      return Refuse(HttpStatus::unsupported_media_type, mcp::kInvalidRequest,
                     "Content-Type must be application/json, got '" + content_type + "'", keep);
     }
     auto length = parser_->content_length();
     if (length && *length > kMaxAdminBodyBytes) {
-      return Refuse(Status::payload_too_large, mcp::kInvalidRequest,
+      return Refuse(HttpStatus::payload_too_large, mcp::kInvalidRequest,
                     "request body is " + std::to_string(*length) + " bytes, over the limit of " +
                         std::to_string(kMaxAdminBodyBytes),
                     false);
@@ -501,7 +501,7 @@ void HttpConnection::ServeApiBody() {
   shared_->host.Admin(caller_, std::move(request), [remote = Remote(*this)](AdminReply reply) {
     remote.Post([reply = std::move(reply)](const std::shared_ptr<HttpConnection>& self) mutable {
       if (!self) return;  // the client went away
-      self->SendJson(static_cast<Status>(reply.status), std::move(reply.body),
+      self->SendJson(static_cast<HttpStatus>(reply.status), std::move(reply.body),
                      self->request_keep_alive_, reply.headers);
     });
   });
@@ -513,19 +513,19 @@ void HttpConnection::ServePost() {
   const bool keep = KeepAliveAfterRefusal();
   std::string content_type = Header("Content-Type");
   if (!IsJsonContentType(content_type)) {
-    return Refuse(Status::unsupported_media_type, mcp::kInvalidRequest,
+    return Refuse(HttpStatus::unsupported_media_type, mcp::kInvalidRequest,
                   "Content-Type must be application/json, got '" + content_type + "'", keep);
   }
   std::string accept = Header("Accept");
   if (!AcceptsMediaType(accept, "application/json") ||
       !AcceptsMediaType(accept, "text/event-stream")) {
     return Refuse(
-        Status::not_acceptable, mcp::kInvalidRequest,
+        HttpStatus::not_acceptable, mcp::kInvalidRequest,
         "Accept must list both application/json and text/event-stream, got '" + accept + "'", keep);
   }
   auto length = parser_->content_length();
   if (length && *length > shared_->options.max_body_bytes) {
-    return Refuse(Status::payload_too_large, mcp::kInvalidRequest,
+    return Refuse(HttpStatus::payload_too_large, mcp::kInvalidRequest,
                   "request body is " + std::to_string(*length) + " bytes, over the limit of " +
                       std::to_string(shared_->options.max_body_bytes),
                   false);
@@ -544,7 +544,7 @@ void HttpConnection::ServePostBody() {
   if (!session_id.empty()) {
     session = shared_->sessions.Find(session_id, caller_);
     if (!session) {
-      return Refuse(Status::not_found, mcp::kInvalidRequest,
+      return Refuse(HttpStatus::not_found, mcp::kInvalidRequest,
                     "unknown session; start a new one with initialize", keep);
     }
     if (!CheckProtocolVersionHeader()) return;
@@ -557,22 +557,22 @@ void HttpConnection::ServePostBody() {
   const bool text_error = !parsed.is_batch && parsed.entries.front().index() == 1;
   if (text_error) {
     shared_->host.Refused(caller_, 400, std::get<1>(parsed.entries.front()).message, peer_);
-    return SendJson(Status::bad_request, mcp::Serialize(std::get<1>(parsed.entries.front())), keep);
+    return SendJson(HttpStatus::bad_request, mcp::Serialize(std::get<1>(parsed.entries.front())), keep);
   }
   if (!session) {
     if (shared_->stopping) {
-      return Refuse(Status::service_unavailable, mcp::kInternalError, "the server is stopping",
+      return Refuse(HttpStatus::service_unavailable, mcp::kInternalError, "the server is stopping",
                     false);
     }
     if (parsed.is_batch || !IsInitialize(parsed.entries.front())) {
-      return Refuse(Status::bad_request, mcp::kInvalidRequest,
+      return Refuse(HttpStatus::bad_request, mcp::kInvalidRequest,
                     "Mcp-Session-Id header required: only an initialize request may come "
                     "without one",
                     keep);
     }
     session = shared_->host.CreateSession(caller_);
     if (!session) {
-      return Refuse(Status::service_unavailable, mcp::kInternalError,
+      return Refuse(HttpStatus::service_unavailable, mcp::kInternalError,
                     "no new session can be opened now; try again later", keep);
     }
     shared_->sessions.Add(session);
@@ -580,7 +580,7 @@ void HttpConnection::ServePostBody() {
   }
   for (const mcp::ParsedEntry& entry : parsed.entries) {
     if (parsed.is_batch && IsInitialize(entry)) {
-      return Refuse(Status::bad_request, mcp::kInvalidRequest,
+      return Refuse(HttpStatus::bad_request, mcp::kInvalidRequest,
                     "initialize must be sent alone, not in a batch", keep);
     }
   }
@@ -617,7 +617,7 @@ void HttpConnection::HandleMessages(std::shared_ptr<McpSession> session, mcp::Pa
     for (mcp::ParsedEntry& entry : parsed.entries) {
       session->Handle(std::move(std::get<0>(entry)), Exchange{});
     }
-    return SendEmpty(Status::accepted, request_keep_alive_);
+    return SendEmpty(HttpStatus::accepted, request_keep_alive_);
   }
 
   post_ = post;
@@ -772,7 +772,7 @@ void HttpConnection::FinishJson(PostState& post) {
   const bool busy = post.initialize_failed && post.retry_after > 0;
   if (busy) headers.emplace_back("Retry-After", std::to_string(post.retry_after));
   FinishPost(post);
-  SendJson(busy ? Status::service_unavailable : Status::ok, std::move(body), request_keep_alive_,
+  SendJson(busy ? HttpStatus::service_unavailable : HttpStatus::ok, std::move(body), request_keep_alive_,
            headers);
 }
 
@@ -794,17 +794,17 @@ void HttpConnection::FinishPost(PostState& post) {
 void HttpConnection::ServeGet() {
   const bool keep = KeepAliveAfterRefusal();
   if (!AcceptsMediaType(Header("Accept"), "text/event-stream")) {
-    return Refuse(Status::not_acceptable, mcp::kInvalidRequest,
+    return Refuse(HttpStatus::not_acceptable, mcp::kInvalidRequest,
                   "GET opens an SSE stream: Accept must list text/event-stream", keep);
   }
   const std::string session_id = Header("Mcp-Session-Id");
   if (session_id.empty()) {
-    return Refuse(Status::bad_request, mcp::kInvalidRequest, "Mcp-Session-Id header required",
+    return Refuse(HttpStatus::bad_request, mcp::kInvalidRequest, "Mcp-Session-Id header required",
                   keep);
   }
   std::shared_ptr<McpSession> session = shared_->sessions.Find(session_id, caller_);
   if (!session) {
-    return Refuse(Status::not_found, mcp::kInvalidRequest,
+    return Refuse(HttpStatus::not_found, mcp::kInvalidRequest,
                   "unknown session; start a new one with initialize", keep);
   }
   if (!CheckProtocolVersionHeader()) return;
@@ -813,7 +813,7 @@ void HttpConnection::ServeGet() {
 
   const std::uint64_t token = shared_->next_stream++;
   if (!shared_->sessions.OpenStream(session_id, token, StreamSink(token), StreamEnd(token))) {
-    return Refuse(Status::conflict, mcp::kInvalidRequest,
+    return Refuse(HttpStatus::conflict, mcp::kInvalidRequest,
                   "this session already has an open GET stream", keep);
   }
   stream_session_ = session_id;
@@ -857,7 +857,7 @@ void HttpConnection::ResumeStream(const std::shared_ptr<McpSession>& session,
   const bool keep = KeepAliveAfterRefusal();
   auto parsed = ParseEventId(last_event_id);
   if (!parsed) {
-    return Refuse(Status::bad_request, mcp::kInvalidRequest,
+    return Refuse(HttpStatus::bad_request, mcp::kInvalidRequest,
                   "Last-Event-ID '" + last_event_id +
                       "' is not an event id this server sent (they look like 12-3)",
                   keep);
@@ -881,14 +881,14 @@ void HttpConnection::ResumeStream(const std::shared_ptr<McpSession>& session,
   // The id first: one that cannot be honoured is a 400 whatever else is going on.
   auto resumed = shared_->sessions.Resume(session_id, stream, seq, std::move(reader));
   if (!resumed) {
-    return Refuse(Status::bad_request, mcp::kInvalidRequest, resumed.status().message(), keep);
+    return Refuse(HttpStatus::bad_request, mcp::kInvalidRequest, resumed.status().message(), keep);
   }
   // Resuming the GET stream makes this connection the session's stream again: the slot has to
   // be free (409 otherwise, as for any second GET stream). A POST stream leaves it alone.
   const bool get_stream = !resumed->post;
   if (get_stream &&
       !shared_->sessions.OpenStream(session_id, token, StreamSink(token), StreamEnd(token))) {
-    return Refuse(Status::conflict, mcp::kInvalidRequest,
+    return Refuse(HttpStatus::conflict, mcp::kInvalidRequest,
                   "this session already has an open GET stream", keep);
   }
   if (get_stream) {
@@ -952,13 +952,13 @@ void HttpConnection::ServeDelete() {
   const bool keep = KeepAliveAfterRefusal();
   const std::string session_id = Header("Mcp-Session-Id");
   if (session_id.empty()) {
-    return Refuse(Status::bad_request, mcp::kInvalidRequest, "Mcp-Session-Id header required",
+    return Refuse(HttpStatus::bad_request, mcp::kInvalidRequest, "Mcp-Session-Id header required",
                   keep);
   }
   if (!CheckProtocolVersionHeader()) return;
   std::shared_ptr<McpSession> session = shared_->sessions.Remove(session_id, caller_);
   if (!session) {
-    return Refuse(Status::not_found, mcp::kInvalidRequest,
+    return Refuse(HttpStatus::not_found, mcp::kInvalidRequest,
                   "unknown session; start a new one with initialize", keep);
   }
   // Close blocks until the session's upstreams are gone: off the I/O threads, answering after.
@@ -966,13 +966,13 @@ void HttpConnection::ServeDelete() {
   shared_->run_blocking([self = shared_from_this(), session, executor, keep] {
     session->Close();
     self->shared_->gate.Post(
-        [&] { net::post(executor, [self, keep] { self->SendEmpty(Status::no_content, keep); }); });
+        [&] { net::post(executor, [self, keep] { self->SendEmpty(HttpStatus::no_content, keep); }); });
   });
 }
 
 // ---- Responses ----
 
-void HttpConnection::Refuse(Status status, int code, const std::string& message, bool keep_alive,
+void HttpConnection::Refuse(HttpStatus status, int code, const std::string& message, bool keep_alive,
                             const Headers& headers) {
   shared_->host.Refused(caller_, static_cast<int>(status), message, peer_);
   // The admin API speaks plain JSON; the MCP endpoint a JSON-RPC error MCP clients can show.
@@ -981,12 +981,12 @@ void HttpConnection::Refuse(Status status, int code, const std::string& message,
            keep_alive, headers);
 }
 
-void HttpConnection::SendJson(Status status, std::string body, bool keep_alive,
+void HttpConnection::SendJson(HttpStatus status, std::string body, bool keep_alive,
                               const Headers& headers) {
   SendBody(status, "application/json", std::move(body), keep_alive, headers);
 }
 
-void HttpConnection::SendBody(Status status, std::string_view content_type, std::string body,
+void HttpConnection::SendBody(HttpStatus status, std::string_view content_type, std::string body,
                               bool keep_alive, const Headers& headers) {
   bhttp::response<bhttp::string_body> res{status, request_version_};
   res.set(bhttp::field::server, "warden");
@@ -1006,7 +1006,7 @@ void HttpConnection::SendBody(Status status, std::string_view content_type, std:
   Queue(std::move(text).str(), keep_alive ? After::kNextRequest : After::kClose);
 }
 
-void HttpConnection::SendEmpty(Status status, bool keep_alive, const Headers& headers) {
+void HttpConnection::SendEmpty(HttpStatus status, bool keep_alive, const Headers& headers) {
   bhttp::response<bhttp::empty_body> res{status, request_version_};
   res.set(bhttp::field::server, "warden");
   for (const auto& [name, value] : cors_) res.set(name, value);
@@ -1019,7 +1019,7 @@ void HttpConnection::SendEmpty(Status status, bool keep_alive, const Headers& he
 }
 
 void HttpConnection::StartSse(const Headers& headers) {
-  bhttp::response<bhttp::empty_body> res{Status::ok, request_version_};
+  bhttp::response<bhttp::empty_body> res{HttpStatus::ok, request_version_};
   res.set(bhttp::field::server, "warden");
   res.set(bhttp::field::content_type, "text/event-stream");
   res.set(bhttp::field::cache_control, "no-cache");
