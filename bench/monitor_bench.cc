@@ -4,7 +4,11 @@
 // stub built-in (the whole chain, execute included). Two variants of each: with the real audit
 // log (SQLite on WARDEN_BENCH_DIR, default /dev/shm, sync normal) and without the audit stage,
 // where the monitor's own cost is not lost in the write's variance. The stage bucket counting
-// the pipeline does for /metrics is in every variant (it is not optional).
+// the pipeline does for /metrics is in every variant (it is not optional). And the anomaly
+// detectors: the same chain with monitor, under a policy that turns on every detector a call
+// feeds (volume, denials, first_domain, sensitive, sandbox_limits) against one that turns none
+// on. Alerts the detectors raise are dropped, not handled: handling runs on the control
+// executor, off the call path, and is not what a call pays.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -14,6 +18,7 @@
 #include <vector>
 
 #include "audit/audit_log.h"
+#include "gateway/alerts.h"
 #include "gateway/builtins/builtin_tools.h"
 #include "gateway/stages/chain.h"
 #include "gateway/stages/kill_switches.h"
@@ -34,10 +39,28 @@ tools:
     risk: low
 )";
 
+constexpr const char* kDetectorsOn = R"(
+monitoring:
+  detectors:
+    volume: { window: 30m, deviations: 4, min_calls: 20, kill: agent }
+    denials: { window: 1m, threshold: 10, kill: agent }
+    first_domain: {}
+    sensitive: {}
+    sandbox_limits: {}
+)";
+
+std::shared_ptr<policy::PolicyHolder> Holder(const std::string& text) {
+  auto loaded = policy::LoadPolicyText(text, "bench.yaml");
+  if (!loaded.ok()) std::abort();
+  return std::make_shared<policy::PolicyHolder>(
+      std::make_shared<const policy::Policy>(std::move(*loaded)));
+}
+
 struct World {
   std::string dir;
-  std::shared_ptr<policy::PolicyHolder> holder;
+  std::shared_ptr<policy::PolicyHolder> holder, detecting;
   std::unique_ptr<audit::AuditLog> audit;
+  std::unique_ptr<Alerts> alerts;
   KillSwitches kills;
   BuiltinTools tools;
 
@@ -48,15 +71,15 @@ struct World {
     buf.push_back('\0');
     if (mkdtemp(buf.data()) == nullptr) std::abort();
     dir = buf.data();
-    auto loaded = policy::LoadPolicyText(kPolicy, "bench.yaml");
-    if (!loaded.ok()) std::abort();
-    holder = std::make_shared<policy::PolicyHolder>(
-        std::make_shared<const policy::Policy>(std::move(*loaded)));
+    holder = Holder(kPolicy);
+    detecting = Holder(std::string(kPolicy) + kDetectorsOn);
     audit::AuditOptions options;
     options.path = dir + "/warden.db";
     auto log = audit::AuditLog::Open(options);
     if (!log.ok()) std::abort();
     audit = std::move(*log);
+    alerts = std::make_unique<Alerts>(Alerts::Options{
+        .audit = audit.get(), .switches = &kills, .post = [](std::function<void()>) {}});
     tools.Add({.name = "bench__echo",
                .server = "bench",
                .definition = nlohmann::json{{"name", "bench__echo"},
@@ -83,10 +106,13 @@ std::vector<ChainLink> Chain(bool monitor, bool audit) {
   return out;
 }
 
-void RunChain(benchmark::State& state, bool monitor, bool audit, const char* tool) {
+void RunChain(benchmark::State& state, bool monitor, bool audit, const char* tool,
+              bool detectors = false) {
   World& w = TheWorld();
-  StageServices services{w.holder.get(), &w.kills, &w.tools, w.audit.get(), {}};
+  StageServices services{(detectors ? w.detecting : w.holder).get(), &w.kills, &w.tools,
+                         w.audit.get(), {}};
   services.caller = identity::Caller{"acme", "alice", "bot", ""};
+  services.alerts = w.alerts.get();
   auto pipeline = BuildPipeline(services, Chain(monitor, audit));
   for (auto _ : state) {
     CallContext call;
@@ -109,6 +135,16 @@ BENCHMARK(BM_DeniedCall)->ArgNames({"monitor", "audit"})
     ->Args({0, 0})->Args({1, 0})->Args({0, 1})->Args({1, 1});
 BENCHMARK(BM_AllowedCall)->ArgNames({"monitor", "audit"})
     ->Args({0, 0})->Args({1, 0})->Args({0, 1})->Args({1, 1});
+
+// Args: {detectors}: the chain with monitor and without audit, detectors off and on.
+void BM_DeniedCallDetectors(benchmark::State& state) {
+  RunChain(state, true, false, "denied__tool", state.range(0) != 0);
+}
+void BM_AllowedCallDetectors(benchmark::State& state) {
+  RunChain(state, true, false, "bench__echo", state.range(0) != 0);
+}
+BENCHMARK(BM_DeniedCallDetectors)->ArgNames({"detectors"})->Arg(0)->Arg(1);
+BENCHMARK(BM_AllowedCallDetectors)->ArgNames({"detectors"})->Arg(0)->Arg(1);
 
 // The monitor stage alone, over 50 tools of one tenant (a map look-up per label, one series each).
 void BM_MonitorStage(benchmark::State& state) {

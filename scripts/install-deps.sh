@@ -11,6 +11,8 @@ PACKAGES=(
   # libraries
   libseccomp-dev libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev
   libboost1.81-dev libssl-dev libsqlite3-dev libre2-dev
+  # registrable domains (the first_domain detector): libpsl and the public suffix list it reads
+  libpsl-dev publicsuffix
   libgtest-dev libgmock-dev libbenchmark-dev
   # the fuzz targets (scripts/fuzz.sh): clang and its libFuzzer and sanitizer runtimes
   clang libclang-rt-14-dev

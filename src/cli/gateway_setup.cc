@@ -4,8 +4,11 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "audit/entry.h"
+#include "audit/sha256.h"
 #include "audit/time_format.h"
 #include "cli/credentials_setup.h"
 #include "common/guard.h"
@@ -181,6 +184,25 @@ std::string JwksPathOf(const policy::Policy& policy) {
 
 }  // namespace
 
+void Gateway::ReportHiddenTools(const std::string& server, const std::set<std::string>& shown) {
+  auto policy = holder_.Current();
+  if (!policy || !policy->monitoring.detectors.tool_changed.enabled) return;
+  auto listed = pins_->List(server);
+  if (!listed) {
+    std::fprintf(stderr, "warden: tool_changed: the pins of %s could not be read: %s\n",
+                 server.c_str(), listed.status().message().c_str());
+    return;
+  }
+  for (const state::PinnedTool& t : *listed) {
+    if (shown.contains(t.upstream_name)) continue;
+    if (t.status != state::PinStatus::kChanged && t.status != state::PinStatus::kNew) continue;
+    const std::string fingerprint =
+        audit::Sha256Hex(audit::CanonicalJson(t.definition));
+    core_->alerts().OnToolChanged(policy, server, t.exposed_name, state::ToString(t.status),
+                                  fingerprint, t.changed);
+  }
+}
+
 Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, identity::Caller caller,
                                                 std::ostream& log,
                                                 std::optional<identity::IdentityOptions> identity) {
@@ -280,11 +302,13 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, ident
   options.services.trifecta = g->flow_tracker_.get();
   options.services.credentials = g->broker_.get();
   state::PinStore* pin_store = g->pins_.get();
-  options.pin_review = [pin_store](const std::string& server, const std::string& prefix,
-                                   const json& tools) -> Result<std::vector<std::string>> {
+  options.pin_review = [pin_store, raw = g.get()](
+                           const std::string& server, const std::string& prefix,
+                           const json& tools) -> Result<std::vector<std::string>> {
     // The store takes the prefix with its separator ("files__", or "" for none).
     auto shown = pin_store->Review(server, prefix.empty() ? "" : prefix + "__", tools);
     if (!shown) return shown.status();
+    if (raw->core_ && shown->size() < tools.size()) raw->ReportHiddenTools(server, *shown);
     return std::vector<std::string>(shown->begin(), shown->end());
   };
   options.pin_generation = [pin_store]() -> int64_t {
@@ -297,8 +321,21 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, ident
     return upstream::Client::Create(std::move(spec), std::move(events), std::move(client_options));
   };
 #endif
+  // The domains each tenant and agent has used (the first_domain detector), in the same file.
+  auto seen = state::SeenDomainStore::Open({.path = audit_options.path});
+  if (!seen) return seen.status().Wrap("seen domains in " + audit_options.path);
+  g->seen_ = std::move(*seen);
+  options.remember_domain = [store = g->seen_.get()](const std::string& tenant,
+                                                     const std::string& agent,
+                                                     const std::string& domain) {
+    if (Status added = store->Add(tenant, agent, domain); !added.ok())
+      std::fprintf(stderr, "warden: first_domain: %s\n", added.message().c_str());
+  };
   g->core_ = std::make_unique<gateway::GatewayCore>(g->holder_, *g->audit_, *g->switches_,
                                                     g->tools_, std::move(caller), options);
+  auto known = g->seen_->Recent(monitor::Detectors::kDefaultMaxKeys);
+  if (!known) return known.status().Wrap("seen domains in " + audit_options.path);
+  for (const state::SeenDomain& d : *known) g->core_->alerts().SeedDomain(d.tenant, d.agent, d.domain);
   // A switch pulled here or by `warden kill` elsewhere ends the calls in flight it covers
   // (their sandboxes and upstream requests), not only the calls that come after it: the core
   // listens to the switches itself (GatewayCore::Register).

@@ -27,6 +27,7 @@
 #include "identity/identity.h"
 #include "policy/holder.h"
 #include "state/pins.h"
+#include "state/seen_domains.h"
 #include "gateway/trifecta/flow_tracker.h"
 #include "state/trifecta_store.h"
 #include "state/undo_store.h"
@@ -105,6 +106,9 @@ class Gateway {
   // The --config file's stamp and that of the JWKS file the last policy read from it names.
   std::pair<Stamp, Stamp> ConfigStamp();
   void Watch(std::pair<Stamp, Stamp> last);
+  // The pin review hid some of `server`'s tools: each changed or new one goes to the
+  // tool_changed detector.
+  void ReportHiddenTools(const std::string& server, const std::set<std::string>& shown);
   // Gives sandbox__exec the pool `policy` and --exec-pool ask for; says so when it changes.
   void ApplyExecPool(const policy::Policy& policy);
 
@@ -114,6 +118,7 @@ class Gateway {
   std::unique_ptr<audit::AuditLog> audit_;
   std::unique_ptr<gateway::KillSwitches> switches_;
   std::unique_ptr<state::PinStore> pins_;
+  std::unique_ptr<state::SeenDomainStore> seen_;  // outlives core_, whose alerts write to it
   gateway::ApprovalWebhook webhook_;                  // approvals.webhook; outlives approvals_
   std::unique_ptr<gateway::ApprovalGate> approvals_;  // outlives core_, whose calls wait in it
   std::unique_ptr<state::UndoStore> undo_;  // undo plans (options.services.undo); outlives core_

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/alerts_command.h"
 #include "cli/approvals_command.h"
 #include "cli/audit_command.h"
 #include "cli/kill_command.h"
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   warden::cli::ApprovalsCommand approvals(app);
   warden::cli::UndoCommand undo(app);
   warden::cli::SecretsCommand secrets(app);
+  warden::cli::AlertsCommand alerts(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -50,5 +52,6 @@ int main(int argc, char** argv) {
   if (approvals.parsed()) return approvals.Execute();
   if (undo.parsed()) return undo.Execute();
   if (secrets.parsed()) return secrets.Execute();
+  if (alerts.parsed()) return alerts.Execute();
   return 125;
 }

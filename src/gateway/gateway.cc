@@ -26,7 +26,13 @@ GatewayCore::GatewayCore(policy::PolicyHolder& policy, audit::AuditLog& audit,
       options_(std::move(options)),
       pool_(static_cast<size_t>(std::max(1, options_.worker_threads))),
       control_(static_cast<size_t>(std::max(1, options_.control_threads))) {
+  alerts_ = std::make_unique<Alerts>(Alerts::Options{
+      .audit = &audit_,
+      .switches = &switches_,
+      .post = [this](std::function<void()> work) { PostControl(std::move(work)); },
+      .remember_domain = options_.remember_domain});
   StageServices services = options_.services;
+  if (services.alerts == nullptr) services.alerts = alerts_.get();
   services.policy = &policy_;
   services.kill_switches = &switches_;
   services.tools = &tools_;

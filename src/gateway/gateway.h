@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "audit/audit_log.h"
+#include "gateway/alerts.h"
 #include "common/status.h"
 #include "gateway/builtins/builtin_tools.h"
 #include "gateway/stages/kill_switches.h"
@@ -57,8 +58,12 @@ struct GatewayOptions {
   // their own stages in.
   std::vector<ChainLink> chain;
   // Services for stages beyond the core's own (the core fills in policy, kill switches, tools,
-  // audit log and default caller, and passes the rest to every stage's factory untouched).
+  // audit log, alerts and default caller, and passes the rest to every stage's factory
+  // untouched).
   StageServices services;
+  // Where the first_domain detector's first uses are stored (state/seen_domains.h); unset: in
+  // memory only, so a restart alerts on each domain again.
+  Alerts::RememberDomain remember_domain;
 };
 
 // Everything a session needs; nothing here is owned by a session. Thread-safe.
@@ -87,6 +92,9 @@ class GatewayCore {
   // cancels it before the core goes: a pending timer keeps the pool from finishing.
   std::shared_ptr<boost::asio::steady_timer> PostAfter(std::chrono::milliseconds delay,
                                                        std::function<void()> work);
+
+  // The anomaly detectors and their alerts (alerts.h), which the monitor stage feeds.
+  Alerts& alerts() { return *alerts_; }
 
   // The live upstream instances every session draws from (upstream_instances.h).
   UpstreamInstances& instances() { return *instances_; }
@@ -123,6 +131,9 @@ class GatewayCore {
   KillSwitches& switches_;
   const BuiltinTools& tools_;
   GatewayOptions options_;
+  // Before the pipeline, whose monitor stage uses it; its work runs on control_, joined in the
+  // destructor's body.
+  std::unique_ptr<Alerts> alerts_;
   std::unique_ptr<Pipeline> pipeline_;
   boost::asio::thread_pool pool_;
   boost::asio::thread_pool control_;

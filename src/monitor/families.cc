@@ -38,6 +38,8 @@ const Families& Metrics() {
         .http_refusals = r.Add("warden_http_refusals_total",
                                "HTTP requests refused before any session handled them, by status",
                                Type::kCounter, {{"status", 0}}),
+        .alerts = r.Add("warden_alerts_total", "Alerts the anomaly detectors raised, by detector",
+                        Type::kCounter, {{"detector", 0}}),
     };
   }();
   return families;

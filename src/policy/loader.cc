@@ -17,7 +17,9 @@
 namespace warden::policy {
 namespace {
 
+using internal::IsKeyHash;
 using internal::OneOf;
+using internal::OwnerName;
 using internal::YamlReader;
 
 bool IsNameChar(char c) {
@@ -31,12 +33,6 @@ bool IsToolPrefix(const std::string& s) {
     if (!IsNameChar(c)) return false;
   }
   return s.find("__") == std::string::npos && !s.ends_with("_") && !s.starts_with("_");
-}
-
-// Who a key hash belongs to, for errors: "agent 'bot' of tenant 'acme'".
-std::string OwnerName(const KeyOwner& owner) {
-  return owner.agent.empty() ? "user '" + owner.user + "' of tenant '" + owner.tenant + "'"
-                             : "agent '" + owner.agent + "' of tenant '" + owner.tenant + "'";
 }
 
 // A webhook URL: http:// or https:// and a host (after any user info, before any port).
@@ -82,12 +78,6 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
          });
 }
 
-bool IsKeyHash(const std::string& s) {
-  constexpr std::string_view kPrefix = "sha256:";
-  if (!s.starts_with(kPrefix) || s.size() != kPrefix.size() + 64) return false;
-  return s.find_first_not_of("0123456789abcdef", kPrefix.size()) == std::string::npos;
-}
-
 class Loader {
  public:
   explicit Loader(const std::string& origin) : r_(origin) { policy_.origin = origin; }
@@ -130,8 +120,6 @@ class Loader {
   Status Upstreams(const YAML::Node& node);
   Status UpstreamEntry(const std::string& name, const YAML::Node& key_node, const YAML::Node& node);
   Status Egress(const YAML::Node& node);
-  Status MonitoringSection(const YAML::Node& node);
-  Status MonitoringLogs(const YAML::Node& node);
   Status ProfileExists(const YAML::Node& at, const std::string& path,
                        const std::string& name) const;
 
@@ -196,79 +184,10 @@ Result<Policy> Loader::Load(const std::string& text) {
     WARDEN_RETURN_IF_ERROR(internal::LoadTrifecta(r_, it->second, &policy_));
   }
   if (auto it = sections.find("monitoring"); it != sections.end()) {
-    WARDEN_RETURN_IF_ERROR(MonitoringSection(it->second));
+    WARDEN_RETURN_IF_ERROR(internal::LoadMonitoring(r_, it->second, &policy_));
   }
   policy_.index = std::make_shared<const RuleIndex>(policy_.rules);
   return std::move(policy_);
-}
-
-// monitoring: { metrics: { keys: [sha256:...] }, logs: { format, arguments, results } }. The
-// detectors are not built yet: a policy that names them is refused rather than run without them.
-Status Loader::MonitoringSection(const YAML::Node& node) {
-  return r_.Fields(
-      node, "monitoring", {"metrics", "logs", "detectors"},
-      [&](const std::string& key, const YAML::Node& key_node, const YAML::Node& value) -> Status {
-        if (key == "detectors") {
-          return r_.Error(key_node, "monitoring.detectors",
-                          "not supported yet (issue: audit and monitoring; anomaly detectors and "
-                          "their alerts); remove it for now");
-        }
-        if (key == "logs") return MonitoringLogs(value);
-        return r_.Fields(
-            value, "monitoring.metrics", {"keys"},
-            [&](const std::string&, const YAML::Node&, const YAML::Node& keys) -> Status {
-              auto list = r_.NonEmptyStrings(keys, "monitoring.metrics.keys");
-              if (!list) return list.status();
-              for (size_t i = 0; i < list->size(); ++i) {
-                const std::string& k = (*list)[i];
-                const std::string ipath = "monitoring.metrics.keys[" + std::to_string(i) + "]";
-                if (!IsKeyHash(k))
-                  return r_.Error(keys[i], ipath,
-                                  "expected 'sha256:' and 64 lower-case hex digits (the key's "
-                                  "hash, never the key)");
-                if (auto owner = policy_.identity.keys.find(k);
-                    owner != policy_.identity.keys.end())
-                  return r_.Error(keys[i], ipath,
-                                  "this key already belongs to " + OwnerName(owner->second) +
-                                      ": a metrics key reads /metrics and nothing else, so it "
-                                      "must be a key of its own");
-                if (std::find(policy_.monitoring.metrics_keys.begin(),
-                              policy_.monitoring.metrics_keys.end(),
-                              k) != policy_.monitoring.metrics_keys.end())
-                  return r_.Error(keys[i], ipath, "the same key twice");
-                policy_.monitoring.metrics_keys.push_back(k);
-              }
-              return Status::Ok();
-            });
-      });
-}
-
-Status Loader::MonitoringLogs(const YAML::Node& node) {
-  bool has_format = false;
-  WARDEN_RETURN_IF_ERROR(r_.Fields(
-      node, "monitoring.logs", {"format", "arguments", "results"},
-      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
-        const std::string path = "monitoring.logs." + key;
-        if (key == "format") {
-          auto s = r_.NonEmptyString(value, path);
-          if (!s) return s.status();
-          if (*s != "json" && *s != "off")
-            return r_.Error(value, path,
-                            "expected json (one JSON line per call on stderr) or off, got '" + *s +
-                                "'");
-          policy_.monitoring.call_logs = *s == "json";
-          has_format = true;
-          return Status::Ok();
-        }
-        auto b = r_.Bool(value, path);
-        if (!b) return b.status();
-        (key == "arguments" ? policy_.monitoring.log_arguments : policy_.monitoring.log_results) =
-            *b;
-        return Status::Ok();
-      }));
-  if (!has_format)
-    return r_.Error(node, "monitoring.logs", "missing format: expected 'format: json' (or off)");
-  return Status::Ok();
 }
 
 Status Loader::Listen(const YAML::Node& node) {
@@ -743,39 +662,9 @@ Status Loader::ApproverEntry(const YAML::Node& node, const std::string& path,
 }
 
 Status Loader::ApprovalWebhookEntry(const YAML::Node& node) {
-  ApprovalWebhook webhook;
-  WARDEN_RETURN_IF_ERROR(r_.Fields(
-      node, "approvals.webhook", {"url", "secret"},
-      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
-        const std::string path = "approvals.webhook." + key;
-        auto s = r_.NonEmptyString(value, path);
-        if (!s) return s.status();
-        if (key == "url") {
-          if (!IsWebhookUrl(*s)) {
-            return r_.Error(value, path,
-                            "expected an http:// or https:// URL with a host, got '" + *s + "'");
-          }
-          webhook.url = *s;
-        } else {
-          // Never echoed: it may be the secret itself.
-          if (s->starts_with("env:") && !IsEnvName(std::string_view(*s).substr(4))) {
-            return r_.Error(value, path,
-                            "expected env:VAR with an environment variable's name (letters, "
-                            "digits and '_') after 'env:'");
-          }
-          webhook.secret = *s;
-        }
-        return Status::Ok();
-      }));
-  if (webhook.url.empty()) {
-    return r_.Error(node, "approvals.webhook",
-                    "missing 'url': expected the http:// or https:// URL to POST approvals to");
-  }
-  if (webhook.secret.empty()) {
-    return r_.Error(node, "approvals.webhook",
-                    "missing 'secret': expected the HMAC key (env:VAR or the text itself)");
-  }
-  policy_.approvals.webhook = std::move(webhook);
+  auto webhook = internal::LoadWebhook(r_, node, "approvals.webhook", "approvals");
+  if (!webhook) return webhook.status();
+  policy_.approvals.webhook = std::move(*webhook);
   return Status::Ok();
 }
 
@@ -1232,5 +1121,58 @@ Result<Policy> LoadPolicyFile(const std::string& path) {
     return Status::Error("policy file " + path + " is larger than 16 MiB");
   return LoadPolicyText(*text, path);
 }
+
+
+namespace internal {
+
+std::string OwnerName(const KeyOwner& owner) {
+  return owner.agent.empty() ? "user '" + owner.user + "' of tenant '" + owner.tenant + "'"
+                             : "agent '" + owner.agent + "' of tenant '" + owner.tenant + "'";
+}
+
+bool IsKeyHash(const std::string& s) {
+  constexpr std::string_view kPrefix = "sha256:";
+  if (!s.starts_with(kPrefix) || s.size() != kPrefix.size() + 64) return false;
+  return s.find_first_not_of("0123456789abcdef", kPrefix.size()) == std::string::npos;
+}
+
+Result<ApprovalWebhook> LoadWebhook(const YamlReader& r, const YAML::Node& node,
+                                    const std::string& where, const std::string& what) {
+  ApprovalWebhook webhook;
+  WARDEN_RETURN_IF_ERROR(r.Fields(
+      node, where, {"url", "secret"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        const std::string path = where + "." + key;
+        auto s = r.NonEmptyString(value, path);
+        if (!s) return s.status();
+        if (key == "url") {
+          if (!IsWebhookUrl(*s)) {
+            return r.Error(value, path,
+                           "expected an http:// or https:// URL with a host, got '" + *s + "'");
+          }
+          webhook.url = *s;
+        } else {
+          // Never echoed: it may be the secret itself.
+          if (s->starts_with("env:") && !IsEnvName(std::string_view(*s).substr(4))) {
+            return r.Error(value, path,
+                           "expected env:VAR with an environment variable's name (letters, "
+                           "digits and '_') after 'env:'");
+          }
+          webhook.secret = *s;
+        }
+        return Status::Ok();
+      }));
+  if (webhook.url.empty()) {
+    return r.Error(node, where,
+                   "missing 'url': expected the http:// or https:// URL to POST " + what + " to");
+  }
+  if (webhook.secret.empty()) {
+    return r.Error(node, where,
+                   "missing 'secret': expected the HMAC key (env:VAR or the text itself)");
+  }
+  return webhook;
+}
+
+}  // namespace internal
 
 }  // namespace warden::policy

@@ -24,6 +24,17 @@ Status LoadTrifecta(const YamlReader& reader, const YAML::Node& node, Policy* po
 // pointers (trifecta_loader.cc).
 Result<std::vector<JsonPattern>> LoadPointers(const YamlReader& reader, const YAML::Node& node,
                                               const std::string& path);
+// Parses `monitoring:` into policy->monitoring (monitoring_loader.cc). Needs identity loaded
+// first: monitoring.tenants may only name tenants that exist.
+Status LoadMonitoring(const YamlReader& reader, const YAML::Node& node, Policy* policy);
+// A webhook mapping {url, secret} at `where` ("approvals.webhook"); `what` is what it is sent,
+// for the error naming a missing url ("approvals").
+Result<ApprovalWebhook> LoadWebhook(const YamlReader& reader, const YAML::Node& node,
+                                    const std::string& where, const std::string& what);
+// Who a key hash belongs to, for errors: "agent 'bot' of tenant 'acme'".
+std::string OwnerName(const KeyOwner& owner);
+// "sha256:" and 64 lower-case hex digits: how the policy writes a key's hash.
+bool IsKeyHash(const std::string& s);
 // Parses a `labels:` / `never:` list.
 Result<LabelSet> LoadLabels(const YamlReader& reader, const YAML::Node& node,
                             const std::string& path);

@@ -64,6 +64,7 @@ std::optional<Label> ParseLabel(std::string_view text) {
   if (text == "untrusted_output") return kUntrustedOutput;
   if (text == "private_output") return kPrivateOutput;
   if (text == "external_send") return kExternalSend;
+  if (text == "sensitive") return kSensitive;
   return std::nullopt;
 }
 
@@ -79,6 +80,7 @@ std::vector<std::string> LabelNames(LabelSet labels) {
   if (labels & kUntrustedOutput) out.emplace_back("untrusted_output");
   if (labels & kPrivateOutput) out.emplace_back("private_output");
   if (labels & kExternalSend) out.emplace_back("external_send");
+  if (labels & kSensitive) out.emplace_back("sensitive");
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "monitor/detectors.h"
 #include "policy/arg_predicate.h"
 #include "policy/glob.h"
 #include "policy/json_pattern.h"
@@ -27,6 +28,8 @@ enum Label : uint8_t {
   kUntrustedOutput = 1 << 0,  // its result may hold text an attacker wrote
   kPrivateOutput = 1 << 1,    // its result may hold the user's private data
   kExternalSend = 1 << 2,     // it can move data out (mail, HTTP, sandbox egress)
+  kSensitive = 1 << 3,        // it reaches what the operator watches: each call is an alert
+                              // when monitoring.detectors.sensitive is on (no trifecta leg)
 };
 using LabelSet = uint8_t;
 
@@ -37,7 +40,8 @@ std::optional<Effect> ParseEffect(std::string_view text);
 std::optional<Risk> ParseRisk(std::string_view text);
 std::optional<Access> ParseAccess(std::string_view text);
 std::optional<Label> ParseLabel(std::string_view text);
-// The names of the labels in `labels`, in a fixed order (untrusted, private, external_send).
+// The names of the labels in `labels`, in a fixed order (untrusted, private, external_send,
+// sensitive).
 std::vector<std::string> LabelNames(LabelSet labels);
 // The inverse: the set of the names given (unknown names are ignored).
 LabelSet LabelSetOf(const std::vector<std::string>& names);
@@ -304,6 +308,23 @@ struct MonitoringSection {
   bool call_logs = false;
   bool log_arguments = false;
   bool log_results = false;
+  // monitoring.detectors (docs/monitoring.md, "Detectors and alerts"): every tenant's settings
+  // unless monitoring.tenants gives the tenant its own (those, already merged over these).
+  monitor::DetectorConfig detectors;
+  std::map<std::string, monitor::DetectorConfig, std::less<>> tenant_detectors;
+  // monitoring.alerts.webhook: where each alert is POSTed, signed (none: not posted).
+  std::optional<ApprovalWebhook> alert_webhook;
+
+  bool DetectorsOn() const {
+    if (detectors.any()) return true;
+    for (const auto& [tenant, config] : tenant_detectors)
+      if (config.any()) return true;
+    return false;
+  }
+  const monitor::DetectorConfig& DetectorsFor(std::string_view tenant) const {
+    auto it = tenant_detectors.find(tenant);
+    return it != tenant_detectors.end() ? it->second : detectors;
+  }
 };
 
 struct Policy {

@@ -336,7 +336,7 @@ Result<LabelSet> LoadLabels(const YamlReader& r, const YAML::Node& node, const s
     if (!label) {
       return r.Error(
           node[i], ipath,
-          "expected untrusted_output, private_output or external_send, got '" + *s + "'");
+          "expected untrusted_output, private_output, external_send or sensitive, got '" + *s + "'");
     }
     labels |= *label;
   }

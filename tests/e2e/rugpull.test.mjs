@@ -27,7 +27,15 @@ before(async () => {
   descriptionFile = writeFile(tmp.dir, 'echo-description.txt', HONEST);
   // One upstream process serves every session of the local user (instances: per_user); it reads
   // the description file on every tools/list and says tools/list_changed when it changes.
-  warden = await startServe(['--audit-db', db, '--upstream', stdioUpstream('pinned', [NODE, join(FIXTURES, 'tool-server.mjs'), descriptionFile])]);
+  // The tool_changed detector is on: the change is also an alert (docs/monitoring.md).
+  const policy = writeFile(tmp.dir, 'policy.yaml', `version: 1
+tools:
+  - match: { tool: "pinned__*" }
+    risk: low
+monitoring:
+  detectors: { tool_changed: on }
+`);
+  warden = await startServe(['--config', policy, '--audit-db', db, '--upstream', stdioUpstream('pinned', [NODE, join(FIXTURES, 'tool-server.mjs'), descriptionFile])]);
 });
 after(async () => {
   await warden?.stop();
@@ -58,6 +66,18 @@ test('first sight pins the tools; a changed description hides the tool until app
 
   const list = runWarden(['tools', 'list', '--db', db, '--json']);
   assert.equal(list.status, 0, list.stderr);
+
+  // One alert for the changed definition, however many sessions reviewed it since.
+  const alerts = await eventually(() => {
+    const out = runWarden(['alerts', 'list', '--json', '--db', db, '--detector', 'tool_changed']);
+    const lines = out.stdout.trim() ? out.stdout.trim().split('\n').map((l) => JSON.parse(l)) : [];
+    return lines.length ? lines : null;
+  }, { withinMs: 5000, everyMs: 100 });
+  assert.ok(alerts, 'the change raised a tool_changed alert');
+  assert.equal(alerts.length, 1, JSON.stringify(alerts));
+  assert.equal(alerts[0].details.tool, 'pinned__echo');
+  assert.deepEqual(alerts[0].details.members, ['description']);
+  assert.match(alerts[0].message, /pinned__echo on upstream 'pinned' changed \(description\)/);
   assert.match(list.stdout, /pinned__echo/);
   assert.match(list.stdout, /changed/i, `tools list shows the change: ${list.stdout}`);
 

@@ -93,12 +93,83 @@ TEST(PolicyLoaderTest, UnknownKeysAnywhereAreErrors) {
 }
 
 TEST(PolicyLoaderTest, DeferredSectionsAreRefusedNotIgnored) {
-  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  detectors: {}\n",
-                    "test.yaml:3: monitoring.detectors: not supported yet (issue: audit and "
-                    "monitoring");
   EXPECT_LOAD_ERROR(
       "version: 1\ntools:\n  - match: { tool: x }\n    credentials: { header: {} }\n",
       "test.yaml:4: tools[0].credentials: per-rule credentials are not supported yet (issue: ");
+}
+
+TEST(PolicyLoaderTest, MonitoringDetectorsTheirTenantsAndTheAlertWebhook) {
+  Policy p = MustLoad(
+      "version: 1\n"
+      "identity:\n  tenants:\n    acme: { users: { alice: {} } }\n    globex: { users: { bob: {} } }\n"
+      "tools:\n  - match: { tool: files__read }\n    labels: [sensitive]\n"
+      "monitoring:\n"
+      "  tenants:\n    acme: { denials: { threshold: 3 }, volume: off }\n"
+      "  detectors:\n"
+      "    volume: { window: 10m, deviations: 2.5, min_calls: 7 }\n"
+      "    denials: { window: 30s, kill: agent }\n"
+      "    first_domain: {}\n    sensitive: on\n    sandbox_limits:\n"
+      "  alerts:\n    webhook: { url: \"https://ops.example.com/w\", secret: env:ALERT_KEY }\n");
+  const monitor::DetectorConfig& d = p.monitoring.detectors;
+  EXPECT_TRUE(d.volume.enabled);
+  EXPECT_EQ(d.volume.window, std::chrono::minutes(10));
+  EXPECT_DOUBLE_EQ(d.volume.deviations, 2.5);
+  EXPECT_EQ(d.volume.min_calls, 7u);
+  EXPECT_TRUE(d.denials.enabled);
+  EXPECT_EQ(d.denials.window, std::chrono::seconds(30));
+  EXPECT_EQ(d.denials.threshold, 10u);  // the default
+  EXPECT_EQ(d.denials.kill, monitor::KillAction::kAgent);
+  EXPECT_TRUE(d.first_domain.enabled && d.sensitive.enabled && d.sandbox_limits.enabled);
+  EXPECT_FALSE(d.tool_changed.enabled);
+  // A tenant's entry is merged over the defaults, whatever their order in the file.
+  const monitor::DetectorConfig& acme = p.monitoring.DetectorsFor("acme");
+  EXPECT_EQ(acme.denials.threshold, 3u);
+  EXPECT_EQ(acme.denials.window, std::chrono::seconds(30));
+  EXPECT_EQ(acme.denials.kill, monitor::KillAction::kAgent);
+  EXPECT_FALSE(acme.volume.enabled);
+  EXPECT_TRUE(acme.first_domain.enabled);
+  EXPECT_TRUE(p.monitoring.DetectorsFor("globex").volume.enabled);
+  ASSERT_TRUE(p.monitoring.alert_webhook.has_value());
+  EXPECT_EQ(p.monitoring.alert_webhook->url, "https://ops.example.com/w");
+  EXPECT_EQ(p.monitoring.alert_webhook->secret, "env:ALERT_KEY");
+  ASSERT_EQ(p.rules.size(), 1u);
+  EXPECT_EQ(p.rules[0].labels, kSensitive);
+  EXPECT_FALSE(MustLoad("version: 1\n").monitoring.detectors.any());
+}
+
+TEST(PolicyLoaderTest, BadDetectorSettingsAreErrorsNamingThem) {
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  detectors: { volum: {} }\n",
+                    "test.yaml:3: monitoring.detectors: unknown key 'volum'");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  detectors: { denials: { window: 0s } }\n",
+                    "monitoring.detectors.denials.window: expected a duration from 1s to 168h");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  detectors: { volume: { window: 30s } }\n",
+                    "monitoring.detectors.volume.window: expected a duration from 1m to 168h");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  detectors: { volume: { deviations: -1 } }\n",
+                    "monitoring.detectors.volume.deviations: expected a number");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  detectors: { volume: { deviations: x } }\n",
+                    "monitoring.detectors.volume.deviations: expected a number");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  detectors: { denials: { threshold: 0 } }\n",
+                    "monitoring.detectors.denials.threshold: expected a count from 1");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  detectors: { denials: { min_calls: 3 } }\n",
+                    "monitoring.detectors.denials: unknown key 'min_calls'");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  detectors: { denials: { kill: everyone } }\n",
+                    "monitoring.detectors.denials.kill: expected agent, user, tenant, session or "
+                    "none, got 'everyone'");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  detectors: { tool_changed: { kill: agent } }\n",
+                    "monitoring.detectors.tool_changed.kill: tool_changed has no caller");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  detectors: { sensitive: maybe }\n",
+                    "monitoring.detectors.sensitive: expected on, off or a mapping");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  tenants: { acme: { volume: on } }\n",
+                    "monitoring.tenants.acme: names a tenant, but identity.tenants declares none");
+  EXPECT_LOAD_ERROR(
+      "version: 1\nidentity:\n  tenants:\n    acme: { users: { a: {} } }\nmonitoring:\n"
+      "  tenants: { acm: { volume: on } }\n",
+      "monitoring.tenants.acm: no such tenant in identity.tenants");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  alerts: { webhook: { url: ftp://x, secret: s } }\n",
+                    "monitoring.alerts.webhook.url: expected an http:// or https:// URL");
+  EXPECT_LOAD_ERROR("version: 1\nmonitoring:\n  alerts: { webhook: { secret: s } }\n",
+                    "monitoring.alerts.webhook: missing 'url': expected the http:// or https:// "
+                    "URL to POST alerts to");
 }
 
 TEST(PolicyLoaderTest, MonitoringMetricsKeysAreHashesOfTheirOwn) {
@@ -176,11 +247,11 @@ TEST(PolicyLoaderTest, WrongValuesSayWhatWasExpected) {
 TEST(PolicyLoaderTest, UnknownLabelsAreErrors) {
   EXPECT_LOAD_ERROR(
       "version: 1\ntools:\n  - match: { tool: x }\n    labels: [untrusted_output, secret]\n",
-      "test.yaml:4: tools[0].labels[1]: expected untrusted_output, private_output or "
-      "external_send, got 'secret'");
+      "test.yaml:4: tools[0].labels[1]: expected untrusted_output, private_output, "
+      "external_send or sensitive, got 'secret'");
   EXPECT_LOAD_ERROR("version: 1\nagent_profiles:\n  p: { never: [private] }\n",
                     "test.yaml:3: agent_profiles.p.never[0]: expected untrusted_output, "
-                    "private_output or external_send");
+                    "private_output, external_send or sensitive");
   EXPECT_LOAD_ERROR("version: 1\ndefaults:\n  unknown_tool: { labels: [sends] }\n",
                     "defaults.unknown_tool.labels[0]: expected untrusted_output");
 }

@@ -658,19 +658,31 @@ std::optional<json> RunPooledExec(const ExecPool& pool, const ExecRequest& reque
   return json::parse(sandbox::ToJson(r));
 }
 
-// The run in /metrics: its end, the syscalls refused in it, and its proxy's connections.
+// The run in /metrics (its end, the syscalls refused in it, and its proxy's connections) and in
+// `facts`, for the anomaly detectors.
 void CountRun(const monitor::Families& metrics, const json& record, const std::string& backend,
-              const std::string& reason) {
+              const std::string& reason, CallResult::Facts& facts) {
   metrics.sandbox_runs.Add({backend, reason});
+  facts.sandbox_end = reason;
   if (auto v = record.find("violations"); v != record.end() && v->is_array()) {
     double refused = static_cast<double>(v->size());
     if (auto d = record.find("violations_dropped"); d != record.end() && d->is_number_unsigned())
       refused += d->get<double>();
     if (refused > 0) metrics.sandbox_violations.Add({backend}, refused);
+    facts.refused_syscalls = static_cast<uint64_t>(refused);
   }
   if (auto e = record.find("egress"); e != record.end() && e->is_array()) {
     double allowed = 0, denied = 0;
-    for (const json& c : *e) (c.is_object() && c.value("allowed", false) ? allowed : denied) += 1;
+    for (const json& c : *e) {
+      const bool ok = c.is_object() && c.value("allowed", false);
+      (ok ? allowed : denied) += 1;
+      if (ok) {
+        auto host = c.find("host");
+        if (host != c.end() && host->is_string() && !host->get<std::string>().empty() &&
+            facts.hosts.size() < 256)
+          facts.hosts.push_back(host->get<std::string>());
+      }
+    }
     if (allowed > 0) metrics.egress.Add({"sandbox", "allowed"}, allowed);
     if (denied > 0) metrics.egress.Add({"sandbox", "denied"}, denied);
   }
@@ -761,7 +773,8 @@ CallResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
   std::string stdout_text = ReadBack(out->get(), cap);
   std::string stderr_text = ReadBack(err->get(), cap);
   std::string reason = record.value("reason", std::string("setup_error"));
-  CountRun(metrics, record, o.backend, reason);
+  CallResult::Facts facts;
+  CountRun(metrics, record, o.backend, reason, facts);
 
   const bool failed = run.exit_code != 0;
   std::string text = stdout_text;
@@ -788,6 +801,7 @@ CallResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
   }
   CallResult r = CallResult::FromText(std::move(text), failed);
   r.value["structuredContent"] = std::move(structured);
+  r.facts = std::move(facts);
   if (pooled) r.execution = "pre-warmed pool";
   return r;
 }

@@ -740,9 +740,11 @@ CallResult BuildResult(const Outcome& o, uint64_t max_bytes) {
   }
   json egress = json::array();
   double allowed = 0, denied = 0;
+  std::vector<std::string> hosts;
   for (const EgressDecision& d : o.egress) {
     egress.push_back(d.ToJson());
     (d.allowed ? allowed : denied) += 1;
+    if (d.allowed && !d.host.empty()) hosts.push_back(d.host);
   }
   const monitor::Families& metrics = monitor::Metrics();
   if (allowed > 0) metrics.egress.Add({"web_fetch", "allowed"}, allowed);
@@ -757,6 +759,7 @@ CallResult BuildResult(const Outcome& o, uint64_t max_bytes) {
     structured["error"] = "HTTP status " + std::to_string(r.status);
   CallResult result = CallResult::FromText(std::move(text), is_error);
   result.value["structuredContent"] = std::move(structured);
+  result.facts.hosts = std::move(hosts);
   return result;
 }
 

@@ -68,6 +68,12 @@ struct CallResult {
   bool is_error = false;   // the CallToolResult's isError, or true for rpc_error
   bool rpc_error = false;  // value is the JSON-RPC error object {code, message, data?}
   std::string execution;  // how the tool ran, when it knows more than the stage ("pre-warmed pool")
+  // What a built-in reached, for the anomaly detectors (monitor stage); never sent to the client.
+  struct Facts {
+    std::vector<std::string> hosts;  // hosts its allowed connections went to (web__fetch, egress)
+    std::string sandbox_end;         // sandbox__exec: how the run ended ("exited", "timeout"...)
+    uint64_t refused_syscalls = 0;   // sandbox__exec: syscalls the seccomp filter refused
+  } facts;
 
   // A CallToolResult with one text content.
   static CallResult FromText(std::string text, bool is_error);

@@ -28,6 +28,7 @@ class BuiltinTools;
 class CredentialBroker;
 class KillSwitches;
 class FlowTracker;
+class Alerts;
 
 // What stages are built from; nothing is owned, all must outlive the pipeline. A stage that
 // needs a new service adds a field here; whoever builds the gateway sets it
@@ -54,6 +55,9 @@ struct StageServices {
   // The trifecta's per-session state (trifecta/flow_tracker.h). Null: the trifecta stage keeps
   // its own, in memory only (it is never off: a policy without `trifecta:` gets its defaults).
   FlowTracker* trifecta = nullptr;
+  // The anomaly detectors and what their alerts do (alerts.h); the core fills it in with its
+  // own. Null: the monitor stage counts and logs, and detects nothing.
+  Alerts* alerts = nullptr;
 };
 
 // One link of a chain: the stage's stable name, how to build it, and whether it is final (runs

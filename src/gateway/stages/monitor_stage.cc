@@ -1,9 +1,11 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "audit/redact.h"
 #include "audit/result_summary.h"
+#include "gateway/alerts.h"
 #include "gateway/stages/stages.h"
 #include "gateway/undo/audit_recorded.h"
 #include "monitor/call_log.h"
@@ -35,7 +37,26 @@ void WriteStderrLine(std::string_view line) {
 
 }  // namespace
 
-MonitorStage::MonitorStage() : sink_(WriteStderrLine) {}
+MonitorStage::MonitorStage(Alerts* alerts) : sink_(WriteStderrLine), alerts_(alerts) {}
+
+void MonitorStage::Detect(const CallContext& call, const std::string& decision) {
+  monitor::CallEvent e;
+  e.tenant = call.tenant;
+  e.user = call.user;
+  e.agent = call.agent;
+  e.session = call.session;
+  e.tool = call.tool;
+  e.decision = decision;
+  if (call.decision)
+    e.sensitive = std::find(call.decision->labels.begin(), call.decision->labels.end(),
+                            "sensitive") != call.decision->labels.end();
+  if (call.result) {
+    e.hosts = call.result->facts.hosts;
+    e.sandbox_end = call.result->facts.sandbox_end;
+    e.refused_syscalls = call.result->facts.refused_syscalls;
+  }
+  alerts_->OnCall(call.policy, e);
+}
 
 StageOutcome MonitorStage::Run(CallContext& call) {
   const std::string decision = CallDecision(call);
@@ -43,6 +64,8 @@ StageOutcome MonitorStage::Run(CallContext& call) {
   const monitor::Families& metrics = monitor::Metrics();
   metrics.calls.Add({call.tenant, call.agent, call.tool, decision});
   metrics.call_seconds.Observe({decision}, std::chrono::duration<double>(latency).count());
+  if (alerts_ != nullptr && call.policy && call.policy->monitoring.DetectorsOn())
+    Detect(call, decision);
 
   if (call.policy && call.policy->monitoring.call_logs && sink_) {
     const policy::MonitoringSection& m = call.policy->monitoring;
@@ -76,8 +99,8 @@ StageOutcome MonitorStage::Run(CallContext& call) {
   return StageOutcome::Continue();
 }
 
-std::unique_ptr<Stage> MakeMonitorStage(const StageServices&) {
-  return std::make_unique<MonitorStage>();
+std::unique_ptr<Stage> MakeMonitorStage(const StageServices& services) {
+  return std::make_unique<MonitorStage>(services.alerts);
 }
 
 }  // namespace warden::gateway

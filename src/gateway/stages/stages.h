@@ -127,19 +127,22 @@ audit::AuditEntry AuditEntryFor(const CallContext& call);
 std::string CallDecision(const CallContext& call);
 
 // Counts every call in /metrics (monitor/families.h): warden_tool_calls_total by caller, tool
-// and decision, and its time from arrival; and, when the policy's monitoring.logs says so,
-// writes the call's JSON line (monitor/call_log.h) with its audit entry's id. Final and last, so
-// that the figures include the audit write; it never denies. The anomaly detectors will run here.
+// and decision, and its time from arrival; when the policy's monitoring.logs says so, writes the
+// call's JSON line (monitor/call_log.h) with its audit entry's id; and hands the call to the
+// anomaly detectors (alerts.h), whose alerts are handled off the call path. Final and last, so
+// that the figures include the audit write; it never denies.
 class MonitorStage : public Stage {
  public:
   using Sink = std::function<void(std::string_view line)>;
-  MonitorStage();  // lines to stderr
-  explicit MonitorStage(Sink sink) : sink_(std::move(sink)) {}
+  explicit MonitorStage(Alerts* alerts = nullptr);  // lines to stderr
+  MonitorStage(Sink sink, Alerts* alerts = nullptr) : sink_(std::move(sink)), alerts_(alerts) {}
   std::string_view name() const override { return "monitor"; }
   StageOutcome Run(CallContext& call) override;
 
  private:
+  void Detect(const CallContext& call, const std::string& decision);
   Sink sink_;
+  Alerts* alerts_;
 };
 
 }  // namespace warden::gateway
