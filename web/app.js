@@ -1,5 +1,6 @@
-// The approvals console (docs/approvals.md "The console"). One page: the pending list and the
-// history at /, one approval at /approvals/ID, a login form when there is no session.
+// The approvals console (docs/approvals.md "The console"). One page: the pending list, the
+// history and the activity (recent calls, alerts, kill switches, with one-click Stop and Release)
+// at /, one approval at /approvals/ID, a login form when there is no session.
 //
 // Everything shown comes from the API and much of it (the arguments above all) was written by an
 // agent, so by an attacker: it reaches the page only through textContent and createElement, never
@@ -158,6 +159,7 @@
   }
 
   async function refreshList() {
+    refreshActivity();
     const [pending, all] = await Promise.all([
       request('GET', '/api/approvals'),
       request('GET', '/api/approvals?all=1'),
@@ -269,6 +271,94 @@
     } else {
       out.textContent = `Not undone: ${errorOf(reply)}`;
     }
+  }
+
+  // ---- Activity: recent calls, alerts, kill switches (GET /api/activity, POST|DELETE /api/kill) ----
+
+  // A button that pulls the switch of `scope` and `name`; its accessible name says which.
+  function stopButton(scope, name) {
+    const button = el('button', scope, 'stop');
+    button.type = 'button';
+    button.setAttribute('aria-label', `Stop ${scope} ${name}`);
+    button.addEventListener('click', () => changeSwitch(true, scope, name));
+    return button;
+  }
+
+  function callRow(call, may) {
+    const row = el('tr');
+    row.dataset.id = call.id;
+    const stops = el('td', undefined, 'stops');
+    if (call.agent) stops.append(stopButton('agent', call.agent));
+    if (call.user) stops.append(stopButton('user', call.user));
+    if (call.tenant) stops.append(stopButton('tenant', call.tenant));
+    if (may.tool && call.tool) stops.append(stopButton('tool', call.tool));
+    if (may.session && call.session) stops.append(stopButton('session', call.session));
+    row.append(
+      el('td', ageOf(call.time), 'age'),
+      el('td', call.tool, 'tool'),
+      el('td', call.decision, `decision decision-${call.decision}`),
+      el('td', call.tenant, 'tenant'),
+      el('td', call.user, 'user'),
+      el('td', call.agent, 'agent'),
+      el('td', `${(Number(call.latency_us) / 1000).toFixed(1)} ms`, 'latency'),
+      stops,
+    );
+    return row;
+  }
+
+  function alertRow(alert) {
+    const row = el('tr');
+    row.dataset.id = alert.id;
+    row.append(
+      el('td', ageOf(alert.time), 'age'),
+      el('td', alert.detector, 'detector'),
+      el('td', alert.tenant, 'tenant'),
+      el('td', alert.agent, 'agent'),
+      el('td', alert.message, 'message'),
+    );
+    return row;
+  }
+
+  function switchRow(sw) {
+    const row = el('tr');
+    row.dataset.switch = sw.switch;
+    const release = el('button', 'Release');
+    release.type = 'button';
+    release.setAttribute('aria-label', `Release ${sw.switch}`);
+    release.addEventListener('click', () => changeSwitch(false, sw.scope, sw.name));
+    const cell = el('td');
+    cell.append(release);
+    row.append(el('td', sw.switch, 'switch'), el('td', sw.reason, 'reason'),
+      el('td', sw.who, 'who'), el('td', sw.since, 'since'), cell);
+    return row;
+  }
+
+  async function refreshActivity() {
+    const reply = await request('GET', '/api/activity');
+    if (reply.status !== 200 || !reply.data) {
+      if (reply.status !== 401) byId('kill-result').textContent = `cannot show the activity: ${errorOf(reply)}`;
+      return;
+    }
+    const { calls = [], alerts = [], switches = [], may = {} } = reply.data;
+    byId('calls').tBodies[0].replaceChildren(...calls.map((c) => callRow(c, may)));
+    byId('calls-empty').hidden = calls.length > 0;
+    byId('alerts').tBodies[0].replaceChildren(...alerts.map(alertRow));
+    byId('alerts-empty').hidden = alerts.length > 0;
+    byId('switches').tBodies[0].replaceChildren(...switches.map(switchRow));
+    byId('switches-empty').hidden = switches.length > 0;
+  }
+
+  async function changeSwitch(kill, scope, name) {
+    const out = byId('kill-result');
+    const body = kill ? { scope, name, reason: `stopped from the console by ${byId('who').textContent}` }
+      : { scope, name };
+    const reply = await request(kill ? 'POST' : 'DELETE', '/api/kill', body);
+    if (reply.status === 200 && reply.data) {
+      out.textContent = kill ? `Stopped: ${reply.data.switch}.` : `Released: ${reply.data.switch}.`;
+    } else {
+      out.textContent = `${kill ? 'Not stopped' : 'Not released'}: ${errorOf(reply)}`;
+    }
+    await refreshActivity();
   }
 
   // ---- Routing: the path says which view ----

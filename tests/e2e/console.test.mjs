@@ -3,7 +3,8 @@
 // the pending list, reading its arguments (attacker-written, so they must show as text and never
 // run) and approving or denying it; the agent's call then ends as the person decided. Also the
 // console's HTTP rules as a non-browser client sees them: the CSP, agents refused at login, a
-// cookie without the CSRF token refused, other origins refused.
+// cookie without the CSRF token refused, other origins refused. And the activity view: recent
+// calls and alerts, and one-click Stop and Release of an agent's kill switch.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { join } from 'node:path';
@@ -40,6 +41,9 @@ tools:
     effect: ask
   - match: { tool: "mail__add" }
     risk: low
+    labels: [sensitive]
+monitoring:
+  detectors: { sensitive: on }
 `);
   warden = await startServe(['--config', policy, '--audit-db', join(tmp.dir, 'audit.db')]);
   base = new URL(warden.url).origin;
@@ -250,4 +254,59 @@ test('single-user mode (no config, loopback): the console needs no login, a chan
   } finally {
     await local.stop();
   }
+});
+
+test('the activity view shows calls and alerts, and stops and releases an agent in one click each', { timeout: 90000 }, async () => {
+  const { client } = await connectHttp(warden.url, { headers: { Authorization: `Bearer ${mailer.key}` } });
+  const { context, page, problems } = await loggedInPage();
+  try {
+    assert.equal(resultText(await client.callTool({ name: 'mail__add', arguments: { a: 2, b: 3 } })), '5');
+    const row = page.locator('#calls tbody tr').filter({ hasText: 'mail__add' }).first();
+    await row.waitFor({ state: 'visible', timeout: 10000 });
+    const cells = await row.locator('td').allTextContents();
+    assert.equal(cells[1], 'mail__add');
+    assert.equal(cells[2], 'allow');
+    assert.deepEqual(cells.slice(3, 6), ['acme', 'bob', 'mailer']);
+    assert.match(cells[6], /^\d+\.\d ms$/);
+    // mail__add is labelled sensitive: its call is an alert.
+    const alert = page.locator('#alerts tbody tr').filter({ hasText: 'sensitive' }).first();
+    await alert.waitFor({ state: 'visible', timeout: 10000 });
+    assert.match(await alert.textContent(), /called mail__add, which the policy labels sensitive/);
+    // An approver is offered their tenant's agent, user and tenant switches, not tool or session.
+    assert.equal(await row.getByRole('button', { name: /^Stop tool/ }).count(), 0);
+    assert.equal(await row.getByRole('button', { name: /^Stop session/ }).count(), 0);
+
+    await row.getByRole('button', { name: 'Stop agent mailer', exact: true }).click();
+    await page.locator('#kill-result').filter({ hasText: 'Stopped: agent:mailer.' }).waitFor({ timeout: 10000 });
+    const stopped = await client.callTool({ name: 'mail__add', arguments: { a: 1, b: 1 } });
+    assert.ok(stopped.isError, resultText(stopped));
+    assert.match(resultText(stopped), /stopped by kill switch agent:mailer: stopped from the console by alice/);
+    const listed = page.locator('#switches tbody tr[data-switch="agent:mailer"]');
+    await listed.waitFor({ state: 'visible', timeout: 10000 });
+
+    await page.getByRole('button', { name: 'Release agent:mailer', exact: true }).click();
+    await page.locator('#kill-result').filter({ hasText: 'Released: agent:mailer.' }).waitFor({ timeout: 10000 });
+    await listed.waitFor({ state: 'detached', timeout: 10000 });
+    assert.equal(resultText(await client.callTool({ name: 'mail__add', arguments: { a: 2, b: 2 } })), '4');
+    assert.deepEqual(problems, []);
+  } finally {
+    await context.close();
+    await client.close();
+  }
+});
+
+test('the activity API is for people who may see it, and checks what it is asked', async () => {
+  const { cookie } = await httpLogin(alice.key);
+  const ok = await fetch(`${base}/api/activity?limit=5`, { headers: { Cookie: cookie } });
+  assert.equal(ok.status, 200);
+  const body = await ok.json();
+  assert.ok(body.calls.length <= 5);
+  assert.ok(body.calls.every((c) => c.tenant === 'acme'), JSON.stringify(body.calls));
+  assert.deepEqual(body.may, { tool: false, session: false, global: false });
+  for (const q of ['limit=0', 'limit=501', 'limit=x', 'all=1']) {
+    const bad = await fetch(`${base}/api/activity?${q}`, { headers: { Cookie: cookie } });
+    assert.equal(bad.status, 400, q);
+  }
+  const agent = await fetch(`${base}/api/activity`, { headers: { Authorization: `Bearer ${mailer.key}` } });
+  assert.equal(agent.status, 403);
 });

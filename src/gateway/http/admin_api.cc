@@ -1,8 +1,11 @@
 #include "gateway/http/admin_api.h"
 
 #include <cstdio>
+#include <optional>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
+#include "audit/filter.h"
 #include "gateway/http/approvals_api.h"
 #include "gateway/http/undo_api.h"
 #include "state/kill_store.h"
@@ -106,6 +109,13 @@ AdminReply AdminApi::Handle(const identity::Caller& caller, const AdminRequest& 
     reply.headers.emplace_back("Allow", "GET, POST, DELETE, OPTIONS");
     return reply;
   }
+  if (request.path == "/api/activity") {
+    if (request.method == "GET") return Activity(caller, request);
+    AdminReply reply = Refuse(caller, request, 405,
+                              "method " + request.method + " is not allowed on /api/activity; use GET");
+    reply.headers.emplace_back("Allow", "GET, OPTIONS");
+    return reply;
+  }
   if (request.path == "/api/unkill") {
     if (request.method == "POST") return Apply(caller, request, false);
     AdminReply reply = Refuse(caller, request, 405,
@@ -117,39 +127,114 @@ AdminReply AdminApi::Handle(const identity::Caller& caller, const AdminRequest& 
   }
   return Refuse(caller, request, 404,
                 "no such admin endpoint '" + request.path +
-                    "'; the API has /api/kill, "
-                    "/api/unkill and /api/approvals");
+                    "'; the API has /api/kill, /api/unkill, /api/activity and /api/approvals");
+}
+
+// The switches in force that `caller` may see: all for the operator; for an approver of
+// `tenant`, what stops their tenant (global and tool switches, their tenant's switch, their users'
+// and their agents'), never another tenant's names, nor session switches (a session id does not
+// say whose it is).
+nlohmann::json AdminApi::VisibleSwitches(const identity::Caller& caller,
+                                         const policy::Policy& policy,
+                                         const policy::Tenant* tenant) const {
+  json out = json::array();
+  for (const state::KillSwitch& s : core_.kill_switches().Active()) {
+    if (tenant != nullptr) {
+      if (s.scope == KillScope::kTenant && s.name != caller.tenant) continue;
+      if ((s.scope == KillScope::kAgent || s.scope == KillScope::kUser) &&
+          (!HasName(*tenant, s.scope, s.name) ||
+           NameElsewhere(policy, caller.tenant, s.scope, s.name)))
+        continue;
+      if (s.scope == KillScope::kSession) continue;
+    }
+    json j = SwitchJson(s.scope, s.name);
+    j["reason"] = s.reason, j["who"] = s.who, j["since"] = s.since;
+    out.push_back(std::move(j));
+  }
+  return out;
 }
 
 AdminReply AdminApi::List(const identity::Caller& caller, const AdminRequest& request) {
   auto policy = core_.policy().Current();
   const bool op = IsOperator(caller, *policy);
   const policy::Tenant* tenant = op ? nullptr : ApproverTenant(*policy, caller);
-  if (!op) {
-    if (tenant == nullptr) {
-      return Refuse(caller, request, 403,
-                    "only approvers (approver: true in the policy) and the local operator may use "
-                    "the kill switch API");
-    }
+  if (!op && tenant == nullptr) {
+    return Refuse(caller, request, 403,
+                  "only approvers (approver: true in the policy) and the local operator may use "
+                  "the kill switch API");
   }
-  json out = json::array();
-  for (const state::KillSwitch& s : core_.kill_switches().Active()) {
-    // An approver sees what stops their tenant: global and tool switches, their tenant's switch,
-    // their users' and their agents'; never another tenant's names, nor session switches (a
-    // session id does not say whose it is).
-    if (!op) {
-      if (s.scope == KillScope::kTenant && s.name != caller.tenant) continue;
-      if ((s.scope == KillScope::kAgent || s.scope == KillScope::kUser) &&
-          (!HasName(*tenant, s.scope, s.name) ||
-           NameElsewhere(*policy, caller.tenant, s.scope, s.name)))
-        continue;
-      if (s.scope == KillScope::kSession) continue;  // not known to be this tenant's
-    }
-    json j = SwitchJson(s.scope, s.name);
-    j["reason"] = s.reason, j["who"] = s.who, j["since"] = s.since;
-    out.push_back(std::move(j));
+  return AdminReply{200, json{{"switches", VisibleSwitches(caller, *policy, tenant)}}.dump(), {}};
+}
+
+AdminReply AdminApi::Activity(const identity::Caller& caller, const AdminRequest& request) {
+  auto policy = core_.policy().Current();
+  const bool op = IsOperator(caller, *policy);
+  const policy::Tenant* tenant = op ? nullptr : ApproverTenant(*policy, caller);
+  if (!op && tenant == nullptr) {
+    return Refuse(caller, request, 403,
+                  "only approvers (approver: true in the policy) and the local operator may see "
+                  "the activity");
   }
-  return AdminReply{200, json{{"switches", std::move(out)}}.dump(), {}};
+  size_t limit = kActivityCalls;
+  std::optional<std::string> asked;
+  for (size_t pos = 0; pos <= request.query.size();) {
+    size_t end = request.query.find('&', pos);
+    if (end == std::string::npos) end = request.query.size();
+    std::string_view part(request.query.data() + pos, end - pos);
+    if (part.starts_with("limit=")) asked = std::string(part.substr(6));
+    else if (!part.empty())
+      return Refuse(caller, request, 400,
+                    "unknown query parameter in '" + request.query + "': /api/activity takes limit");
+    pos = end + 1;
+  }
+  if (asked) {
+    const std::string& text = *asked;
+    if (text.empty() || text.size() > 4 || text.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoul(text) < 1 || std::stoul(text) > kActivityMaxCalls)
+      return Refuse(caller, request, 400,
+                    "limit must be a number from 1 to " + std::to_string(kActivityMaxCalls));
+    limit = std::stoul(text);
+  }
+  // An approver sees their own tenant's entries; the operator everyone's.
+  audit::AuditFilter filter;
+  filter.tenant = op ? "" : caller.tenant;
+  filter.newest = true;
+  filter.limit = limit * 2;  // room for the admin entries and alerts dropped below
+  auto recent = core_.audit().Query(filter);
+  if (!recent) return Refuse(caller, request, 500, "the audit log: " + recent.status().message());
+  json calls = json::array();
+  for (auto it = recent->rbegin(); it != recent->rend() && calls.size() < limit; ++it) {
+    const audit::AuditEntry& e = *it;
+    if (e.kind == audit::EntryKind::kAdmin || e.decision == "alert") continue;
+    calls.push_back({{"id", e.id},           {"time", e.time},         {"tenant", e.tenant},
+                     {"user", e.user},       {"agent", e.agent},       {"session", e.session},
+                     {"tool", e.tool},       {"decision", e.decision}, {"rule", e.rule},
+                     {"reason", e.reason},   {"latency_us", e.latency_us}});
+  }
+  audit::AuditFilter alerts_filter;
+  alerts_filter.tenant = filter.tenant;
+  alerts_filter.decision = "alert";
+  alerts_filter.newest = true;
+  alerts_filter.limit = kActivityAlerts;
+  auto raised = core_.audit().Query(alerts_filter);
+  if (!raised) return Refuse(caller, request, 500, "the audit log: " + raised.status().message());
+  json alerts = json::array();
+  for (auto it = raised->rbegin(); it != raised->rend(); ++it) {
+    const audit::AuditEntry& e = *it;
+    alerts.push_back({{"id", e.id},
+                      {"time", e.time},
+                      {"detector", e.tool.starts_with("alert:") ? e.tool.substr(6) : e.tool},
+                      {"message", e.reason},
+                      {"tenant", e.tenant},
+                      {"user", e.user},
+                      {"agent", e.agent}});
+  }
+  json out = {{"calls", std::move(calls)},
+              {"alerts", std::move(alerts)},
+              {"switches", VisibleSwitches(caller, *policy, tenant)},
+              // What the console offers: approvers may not stop tools or sessions, nor everything.
+              {"may", {{"tool", op}, {"session", op}, {"global", op}}}};
+  return AdminReply{200, out.dump(), {}};
 }
 
 AdminReply AdminApi::Apply(const identity::Caller& caller, const AdminRequest& request, bool kill) {

@@ -9,6 +9,10 @@
 //   GET    /api/kill                 the switches in force that the caller may see
 //   POST   /api/kill    {scope, name, reason}   pull a switch
 //   DELETE /api/kill    {scope, name}           release it (also POST /api/unkill)
+//   GET    /api/activity[?limit=N]  the console's activity view: the newest calls (N, default
+//                                   50, at most 500), the newest 20 alerts and the switches in
+//                                   force, as far as the caller may see them (an approver: their
+//                                   own tenant's)
 // Who may (docs/identity.md "Admin API"):
 //   * people only: a caller with an agent (an agent's API key, a JWT with an agent claim) is
 //     refused with 403 on every /api/ path, checked in Handle before anything is dispatched;
@@ -57,7 +61,12 @@ class AdminApi : public std::enable_shared_from_this<AdminApi> {
   AdminReply Handle(const identity::Caller& caller, const AdminRequest& request);
 
  private:
+  static constexpr size_t kActivityCalls = 50, kActivityMaxCalls = 500, kActivityAlerts = 20;
   AdminReply List(const identity::Caller& caller, const AdminRequest& request);
+  AdminReply Activity(const identity::Caller& caller, const AdminRequest& request);
+  // `tenant`: the approver's tenant, or null for the operator.
+  nlohmann::json VisibleSwitches(const identity::Caller& caller, const policy::Policy& policy,
+                                 const policy::Tenant* tenant) const;
   AdminReply Apply(const identity::Caller& caller, const AdminRequest& request, bool kill);
   // An error reply, audited as a refusal.
   AdminReply Refuse(const identity::Caller& caller, const AdminRequest& request, int status,
