@@ -159,6 +159,8 @@ int ServeCommand::Execute() {
       if (broker) broker->Refresh();
       return minter->Jwks().dump();
     };
+    // Tokens revoked by a kill switch before they expired: an upstream checks a token's jti here.
+    if (broker) http.revoked = [broker] { return broker->minted().RevokedJson().dump(); };
   }
   // /metrics (docs/monitoring.md): loopback peers, or a key of the policy in force.
   http.metrics = [&g](std::string_view authorization,

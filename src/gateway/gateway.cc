@@ -6,8 +6,10 @@
 #include <boost/asio/post.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "common/guard.h"
+#include "gateway/credentials/broker.h"
 #include "gateway/session/session.h"
 #include "gateway/session/upstream_instances.h"
 #include "sandbox/profile.h"
@@ -95,6 +97,21 @@ std::shared_ptr<boost::asio::steady_timer> GatewayCore::PostAfter(std::chrono::m
 void GatewayCore::CancelCovered(KillScope scope, const std::string& name,
                                 const std::string& reason) {
   for (auto& session : Sessions()) session->CancelMatching(scope, name, reason);
+  // What warden minted for the stopped callers is revoked (docs/credentials.md, "Revocation").
+  // Tokens name no session, and a tool switch stops calls, not callers: those revoke nothing.
+  if (CredentialBroker* broker = options_.services.credentials) {
+    using Holder = credentials::MintedTokens::Holder;
+    std::optional<Holder> holder;
+    switch (scope) {
+      case KillScope::kGlobal: holder = Holder::kAll; break;
+      case KillScope::kTenant: holder = Holder::kTenant; break;
+      case KillScope::kUser: holder = Holder::kUser; break;
+      case KillScope::kAgent: holder = Holder::kAgent; break;
+      case KillScope::kSession:
+      case KillScope::kTool: break;
+    }
+    if (holder) broker->Revoke(*holder, name);
+  }
 }
 
 void GatewayCore::AuditRefusal(const identity::Caller& caller, const std::string& session,

@@ -14,8 +14,8 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import {
-  FIXTURES, NODE, auditEntries, connectHttp, makeApiKey, resultText, startServe, tempDir, wardenBin,
-  writeFile,
+  FIXTURES, NODE, auditEntries, connectHttp, eventually, makeApiKey, resultText, runWarden, startServe,
+  tempDir, wardenBin, writeFile,
 } from './lib/warden.mjs';
 
 const SERVER = join(FIXTURES, 'credential-server.mjs');
@@ -266,6 +266,46 @@ test('an HTTP upstream gets each user\'s secret and a token minted for the call;
   assert.equal(bobGot.x_api_key, secrets.bobApi);
   assert.equal((await verifiedClaims(bobGot.authorization.slice(7))).sub, 'bob');
   await bob.client.close();
+});
+
+test('a kill switch revokes the tokens warden minted for the callers it stops', async () => {
+  const bob = await connect('bob');
+  const alice = await connect('alice');
+  try {
+    await bob.client.callTool({ name: 'h__whoami', arguments: {} });
+    const bobJti = (await verifiedClaims(logLines().reverse().find((l) => l.tool === 'whoami').authorization.slice(7))).jti;
+    await alice.client.callTool({ name: 'h__whoami', arguments: {} });
+    const aliceJti = (await verifiedClaims(logLines().reverse().find((l) => l.tool === 'whoami').authorization.slice(7))).jti;
+    const revokedUrl = new URL('/.well-known/warden-revoked.json', warden.url);
+    const listed = async () => (await (await fetch(revokedUrl)).json()).revoked.map((r) => r.jti);
+    assert.ok(!(await listed()).includes(bobJti), 'nothing is revoked before the switch');
+
+    assert.equal(runWarden(['kill', 'agent', 'bob-bot', '--db', db, '--reason', 'e2e revoke']).status, 0);
+    // The gateway sees the switch within a second (it polls the store), then revokes.
+    const revoked = await eventually(async () => ((await listed()).includes(bobJti) ? await listed() : null),
+      { withinMs: 5000, everyMs: 100 });
+    assert.ok(revoked, 'bob-bot\'s token is listed as revoked');
+    assert.ok(!revoked.includes(aliceJti), 'another agent\'s token is not');
+    const entry = (await (await fetch(revokedUrl)).json()).revoked.find((r) => r.jti === bobJti);
+    assert.ok(entry.exp > Date.now() / 1000, 'listed until it would have expired');
+    const stopped = await bob.client.callTool({ name: 'h__whoami', arguments: {} });
+    assert.ok(stopped.isError, resultText(stopped));
+  } finally {
+    assert.equal(runWarden(['unkill', 'agent', 'bob-bot', '--db', db]).status, 0);
+    await bob.client.close();
+    await alice.client.close();
+  }
+  // Released: bob-bot's next call works, with a new token that is not revoked.
+  const back = await connect('bob');
+  try {
+    const ok = await eventually(async () => {
+      const r = await back.client.callTool({ name: 'h__whoami', arguments: {} });
+      return r.isError ? null : r;
+    }, { withinMs: 5000, everyMs: 100 });
+    assert.ok(ok, 'bob-bot works again once released');
+  } finally {
+    await back.client.close();
+  }
 });
 
 test('an upstream error that repeats the credentials reaches the agent redacted', async () => {

@@ -174,11 +174,41 @@ Result<std::string> CredentialBroker::MintFor(const policy::Policy& policy,
   if (request.lifetime > minter_->max_lifetime()) request.lifetime = minter_->max_lifetime();
   auto token = minter_->Mint(request, now);
   if (!token) return token.status().Wrap("minting {token:" + target + "}");
+  minted_.Record(*token, owner.tenant, request.user, owner.agent, now);
   if (cache) {
     std::lock_guard lock(mu_);
     instance_tokens_[key] = *token;
   }
   return token->jwt;
+}
+
+std::size_t CredentialBroker::Revoke(credentials::MintedTokens::Holder holder,
+                                     const std::string& name) {
+  using Holder = credentials::MintedTokens::Holder;
+  // Cache keys are fields joined by '\n': instance tokens (target, tenant, user); exchanged
+  // tokens (endpoint, tenant, user, agent, audience, scope).
+  auto covered = [&](const std::string& key) {
+    std::vector<std::string> f;
+    for (size_t pos = 0;;) {
+      size_t end = key.find('\n', pos);
+      f.push_back(key.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
+      if (end == std::string::npos) break;
+      pos = end + 1;
+    }
+    switch (holder) {
+      case Holder::kAll: return true;
+      case Holder::kTenant: return f.size() > 1 && f[1] == name;
+      case Holder::kUser: return f.size() > 2 && (f[2] == name || (f[2].empty() && name == "local"));
+      case Holder::kAgent: return f.size() > 3 && f[3] == name;
+    }
+    return false;
+  };
+  {
+    std::lock_guard lock(mu_);
+    std::erase_if(instance_tokens_, [&](const auto& kv) { return covered(kv.first); });
+    std::erase_if(exchanged_, [&](const auto& kv) { return covered(kv.first); });
+  }
+  return minted_.Revoke(holder, name);
 }
 
 Result<std::string> CredentialBroker::ExchangeFor(const policy::Policy& policy,

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "credentials/minted_tokens.h"
 #include "credentials/redactor.h"
 #include "credentials/secret_store.h"
 #include "credentials/tokens.h"
@@ -86,6 +87,14 @@ class CredentialBroker {
     on_store_changed_ = std::move(listener);
   }
 
+  // A kill switch came into force for `holder` `name` (docs/credentials.md, "Revocation"): the
+  // live tokens minted for the callers it stops are revoked (published at
+  // /.well-known/warden-revoked.json), and the tokens cached for them (warden's own requests'
+  // tokens, exchanged tokens) are forgotten, so none is sent again. Returns how many minted
+  // tokens were revoked.
+  std::size_t Revoke(credentials::MintedTokens::Holder holder, const std::string& name);
+  const credentials::MintedTokens& minted() const { return minted_; }
+
   const credentials::Redactor& redactor() const { return redactor_; }
   credentials::TokenMinter* minter() const { return minter_; }
   bool has_store() const { return store_ != nullptr; }
@@ -113,6 +122,7 @@ class CredentialBroker {
   credentials::SecretStore* store_;
   credentials::TokenMinter* minter_;
   credentials::Redactor& redactor_;
+  credentials::MintedTokens minted_;  // thread-safe on its own
 
   std::mutex mu_;
   bool refreshed_ = false;

@@ -223,6 +223,14 @@ void HttpConnection::Route() {
     }
     return SendJson(HttpStatus::ok, shared_->options.jwks(), keep);
   }
+  if (path == "/.well-known/warden-revoked.json" && shared_->options.revoked) {
+    // As the JWKS: what an upstream checks a token against, no credentials asked.
+    if (req.method() != bhttp::verb::get) {
+      return Refuse(HttpStatus::method_not_allowed, mcp::kInvalidRequest,
+                    "/.well-known/warden-revoked.json takes GET only", keep, {{"Allow", "GET"}});
+    }
+    return SendJson(HttpStatus::ok, shared_->options.revoked(), keep);
+  }
   if (path == "/metrics" && shared_->options.metrics) {
     if (req.method() != bhttp::verb::get) {
       return Refuse(HttpStatus::method_not_allowed, mcp::kInvalidRequest, "/metrics takes GET only",

@@ -113,6 +113,9 @@ struct HttpServerOptions {
   // The public keys of the tokens warden mints (docs/credentials.md), served without
   // credentials at GET /.well-known/jwks.json for upstreams to verify them. Unset: 404.
   std::function<std::string()> jwks;
+  // The tokens revoked before their expiry (docs/credentials.md, "Revocation"), served beside
+  // the JWKS at GET /.well-known/warden-revoked.json. Unset: 404.
+  std::function<std::string()> revoked;
   // GET /metrics (docs/monitoring.md): called with the Authorization header (may be empty) and
   // the peer's IP address on an I/O thread, so it must not block; returns the Prometheus text
   // exposition, or an error Status: 401 with `WWW-Authenticate: Bearer` and {"error": message}.
