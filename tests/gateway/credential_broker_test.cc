@@ -22,6 +22,8 @@ namespace warden::gateway {
 namespace {
 
 using nlohmann::json;
+using testing::PolicyFromText;
+using testing::TempDir;
 
 constexpr const char* kBrokerPolicy = R"(version: 1
 identity:
