@@ -246,19 +246,6 @@ json HexList(const std::vector<audit::Digest>& digests) {
   return out;
 }
 
-// Writes `text` to `path` through a temporary file beside it and rename(2): a reader sees the old
-// checkpoint or the new one, whole.
-Status WriteAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  WARDEN_RETURN_IF_ERROR(CreateFileWith(tmp, text, 0644, /*sync=*/true));
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return Status::FromErrno("replace " + path, err);
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 std::optional<audit::AuditLog::Tree> AuditCommand::IntactTree(const char* name, int* exit_code) {
@@ -306,7 +293,7 @@ int AuditCommand::SignCheckpoint() {
     return kExitError;
   }
   if (!out_file_.empty()) {
-    Status st = WriteAtomically(out_file_, *note);
+    Status st = ReplaceFileWith(out_file_, *note, 0644, /*sync=*/true);
     if (!st.ok()) {
       err_ << "warden audit checkpoint: --out: " << st.message() << "\n";
       return kExitError;

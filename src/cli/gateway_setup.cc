@@ -336,6 +336,9 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, ident
   auto known = g->seen_->Recent(monitor::Detectors::kDefaultMaxKeys);
   if (!known) return known.status().Wrap("seen domains in " + audit_options.path);
   for (const state::SeenDomain& d : *known) g->core_->alerts().SeedDomain(d.tenant, d.agent, d.domain);
+  // storage.checkpoints (docs/audit.md): signed by the gateway's own thread, off the call path.
+  g->checkpointer_ = std::make_unique<gateway::AuditCheckpointer>(
+      *g->audit_, g->holder_, gateway::AuditCheckpointer::Options{.database = audit_options.path});
   // A switch pulled here or by `warden kill` elsewhere ends the calls in flight it covers
   // (their sandboxes and upstream requests), not only the calls that come after it: the core
   // listens to the switches itself (GatewayCore::Register).

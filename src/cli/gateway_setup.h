@@ -14,6 +14,7 @@
 
 #include "audit/audit_log.h"
 #include "common/status.h"
+#include "gateway/audit_checkpoints.h"
 #include "gateway/approvals/approval_gate.h"
 #include "gateway/approvals/approval_webhook.h"
 #include "gateway/builtins/builtin_tools.h"
@@ -141,6 +142,9 @@ class Gateway {
   std::string jwks_path_;  // under reload_mu_: identity.jwt.jwks_file of the last policy read
   std::atomic<bool> stop_{false};
   std::thread watcher_;
+  // Checkpoints of the audit log by the gateway itself (storage.checkpoints): last, so that it
+  // stops first.
+  std::unique_ptr<gateway::AuditCheckpointer> checkpointer_;
 };
 
 }  // namespace warden::cli

@@ -1,5 +1,5 @@
 // Creating a file that must be new, with its whole contents: a key, a checkpoint's temporary
-// file, a sandbox's trust bundle. O_EXCL and O_NOFOLLOW, so that nothing planted at the path
+// file, a sandbox's trust bundle; and replacing one whole (a checkpoint). O_EXCL and O_NOFOLLOW, so that nothing planted at the path
 // (a file, a symbolic link to one elsewhere) is written through.
 #pragma once
 
@@ -36,6 +36,22 @@ inline Status CreateFileWith(const std::string& path, std::string_view data, mod
     const int err = errno;
     ::unlink(path.c_str());
     return Status::FromErrno("fsync " + path, err);
+  }
+  return Status::Ok();
+}
+
+// Replaces `path` with a file of `data`: written to a temporary file beside it (mode `mode`,
+// fsync'd when `sync`), then rename(2)d over it, so that a reader sees the old file or the new
+// one, whole. Errors name the path.
+inline Status ReplaceFileWith(const std::string& path, std::string_view data, mode_t mode,
+                              bool sync) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  ::unlink(tmp.c_str());  // a leftover of a crashed writer with the same pid
+  WARDEN_RETURN_IF_ERROR(CreateFileWith(tmp, data, mode, sync));
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Status::FromErrno("replace " + path, err);
   }
   return Status::Ok();
 }

@@ -38,6 +38,9 @@ const Families& Metrics() {
         .http_refusals = r.Add("warden_http_refusals_total",
                                "HTTP requests refused before any session handled them, by status",
                                Type::kCounter, {{"status", 0}}),
+        .checkpoints = r.Add("warden_audit_checkpoints_total",
+                             "Audit checkpoints the gateway signed (ok) or could not (failed)",
+                             Type::kCounter, {{"result", 0}}),
         .alerts = r.Add("warden_alerts_total", "Alerts the anomaly detectors raised, by detector",
                         Type::kCounter, {{"detector", 0}}),
     };

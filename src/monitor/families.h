@@ -38,6 +38,9 @@ struct Families {
   Family& upstream_restarts;
   // warden_http_refusals_total{status}: HTTP requests refused before any session (401, 403, ...).
   Family& http_refusals;
+  // warden_audit_checkpoints_total{result}: checkpoints the gateway signed (ok), or failed to
+  // sign, write or post (failed).
+  Family& checkpoints;
   // warden_alerts_total{detector}: alerts raised (volume, denials, first_domain, sensitive,
   // tool_changed, sandbox_limits).
   Family& alerts;

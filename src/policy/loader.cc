@@ -87,6 +87,7 @@ class Loader {
  private:
   Status Listen(const YAML::Node& node);
   Status StorageSection(const YAML::Node& node);
+  Status CheckpointsEntry(const YAML::Node& node);
   Status AgentProfiles(const YAML::Node& node);
   Status SandboxSection(const YAML::Node& node);
   Status SandboxProfile(const std::string& name, const YAML::Node& key_node,
@@ -213,8 +214,9 @@ Status Loader::Listen(const YAML::Node& node) {
 Status Loader::StorageSection(const YAML::Node& node) {
   bool has_sqlite = false, has_postgres = false;
   Status st = r_.Fields(
-      node, "storage", {"sqlite", "sync", "postgres"},
+      node, "storage", {"sqlite", "sync", "postgres", "checkpoints"},
       [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        if (key == "checkpoints") return CheckpointsEntry(value);
         auto s = r_.NonEmptyString(value, "storage." + key);
         if (!s) return s.status();
         if (key == "sqlite") {
@@ -237,6 +239,54 @@ Status Loader::StorageSection(const YAML::Node& node) {
   if (has_sqlite && has_postgres)
     return r_.Error(node, "storage", "expected either sqlite or postgres, not both");
   if (has_postgres) policy_.storage.sqlite.clear();
+  return Status::Ok();
+}
+
+// storage.checkpoints: { every_entries, every, out, post, ca_file, origin, key }.
+Status Loader::CheckpointsEntry(const YAML::Node& node) {
+  CheckpointSchedule c;
+  WARDEN_RETURN_IF_ERROR(r_.Fields(
+      node, "storage.checkpoints", {"every_entries", "every", "out", "post", "ca_file", "origin", "key"},
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
+        const std::string path = "storage.checkpoints." + key;
+        if (key == "every_entries") {
+          auto n = r_.Count(value, path);
+          if (!n) return n.status();
+          if (*n < 1 || *n > 1000000000)
+            return r_.Error(value, path, "expected a count from 1 to 1000000000");
+          c.every_entries = *n;
+          return Status::Ok();
+        }
+        auto text = r_.NonEmptyString(value, path);
+        if (!text) return text.status();
+        if (key == "every") {
+          auto ms = sandbox::ParseDuration(*text);
+          if (!ms) return r_.Error(value, path, ms.status().message());
+          if (*ms < 1000 || *ms > 24ull * 3600 * 1000)
+            return r_.Error(value, path, "expected a duration from 1s to 24h, got '" + *text + "'");
+          c.every_ms = *ms;
+        } else if (key == "post") {
+          if (!IsWebhookUrl(*text))
+            return r_.Error(value, path,
+                            "expected an http:// or https:// URL with a host, got '" + *text + "'");
+          c.post = *text;
+        } else if (key == "origin") {
+          // As audit::ValidOrigin: it names the log and the key in every checkpoint.
+          if (text->size() > 128 ||
+              std::any_of(text->begin(), text->end(), [](char ch) { return ch <= ' ' || ch > '~'; }))
+            return r_.Error(value, path,
+                            "expected 1 to 128 printable ASCII characters without spaces");
+          c.origin = *text;
+        } else {
+          (key == "out" ? c.out : key == "ca_file" ? c.ca_file : c.key) = *text;
+        }
+        return Status::Ok();
+      }));
+  if (c.out.empty() && c.post.empty())
+    return r_.Error(node, "storage.checkpoints",
+                    "expected out (a file to write each checkpoint to) or post (a URL to POST it "
+                    "to), or both: a checkpoint kept nowhere protects nothing");
+  policy_.storage.checkpoints = std::move(c);
   return Status::Ok();
 }
 

@@ -218,10 +218,25 @@ struct Scope {
   Access access = Access::kWrite;          // read: only tools whose rule says access: read
 };
 
+// storage.checkpoints (docs/audit.md, "Checkpoints the gateway takes"): the gateway signs a
+// checkpoint of the audit tree by itself, off the call path, after `every_entries` new entries or
+// `every_ms` after the last one when entries came since, whichever is first; and writes it to
+// `out` (replaced whole) and/or POSTs it to `post`.
+struct CheckpointSchedule {
+  uint64_t every_entries = 1000;
+  uint64_t every_ms = 300000;
+  std::string out;      // a file path ("": none)
+  std::string post;     // an http:// or https:// URL ("": none)
+  std::string ca_file;  // https post: the CAs to trust (PEM; "": the system's)
+  std::string origin = "warden-audit";
+  std::string key;  // the Ed25519 key file ("": audit-checkpoint.key beside the database)
+};
+
 struct Storage {
   std::string sqlite = "./var/warden/warden.db";
   std::string postgres;    // set instead of sqlite for a fleet
   bool sync_full = false;  // storage.sync: full
+  std::optional<CheckpointSchedule> checkpoints;
 };
 
 // ---- approvals (docs/approvals.md) ----

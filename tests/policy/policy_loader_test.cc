@@ -172,6 +172,36 @@ TEST(PolicyLoaderTest, BadDetectorSettingsAreErrorsNamingThem) {
                     "URL to POST alerts to");
 }
 
+TEST(PolicyLoaderTest, StorageCheckpointsSayWhenAndWhere) {
+  Policy p = MustLoad(
+      "version: 1\nstorage:\n  checkpoints:\n    every_entries: 50\n    every: 30s\n"
+      "    out: ./cp.note\n    post: https://witness.example.com/w\n    origin: acme-audit\n");
+  ASSERT_TRUE(p.storage.checkpoints.has_value());
+  EXPECT_EQ(p.storage.checkpoints->every_entries, 50u);
+  EXPECT_EQ(p.storage.checkpoints->every_ms, 30000u);
+  EXPECT_EQ(p.storage.checkpoints->out, "./cp.note");
+  EXPECT_EQ(p.storage.checkpoints->post, "https://witness.example.com/w");
+  EXPECT_EQ(p.storage.checkpoints->origin, "acme-audit");
+  Policy d = MustLoad("version: 1\nstorage:\n  checkpoints: { out: cp.note }\n");
+  EXPECT_EQ(d.storage.checkpoints->every_entries, 1000u);
+  EXPECT_EQ(d.storage.checkpoints->every_ms, 300000u);
+  EXPECT_EQ(d.storage.checkpoints->origin, "warden-audit");
+  EXPECT_FALSE(MustLoad("version: 1\n").storage.checkpoints.has_value());
+  EXPECT_LOAD_ERROR("version: 1\nstorage:\n  checkpoints: { every: 5m }\n",
+                    "storage.checkpoints: expected out (a file to write each checkpoint to) or "
+                    "post");
+  EXPECT_LOAD_ERROR("version: 1\nstorage:\n  checkpoints: { out: x, every: 100ms }\n",
+                    "storage.checkpoints.every: expected a duration from 1s to 24h");
+  EXPECT_LOAD_ERROR("version: 1\nstorage:\n  checkpoints: { out: x, every_entries: 0 }\n",
+                    "storage.checkpoints.every_entries: expected a count from 1");
+  EXPECT_LOAD_ERROR("version: 1\nstorage:\n  checkpoints: { post: ftp://x }\n",
+                    "storage.checkpoints.post: expected an http:// or https:// URL");
+  EXPECT_LOAD_ERROR("version: 1\nstorage:\n  checkpoints: { out: x, origin: \"a b\" }\n",
+                    "storage.checkpoints.origin: expected 1 to 128 printable ASCII");
+  EXPECT_LOAD_ERROR("version: 1\nstorage:\n  checkpoints: { out: x, evry: 5m }\n",
+                    "storage.checkpoints: unknown key 'evry'");
+}
+
 TEST(PolicyLoaderTest, MonitoringMetricsKeysAreHashesOfTheirOwn) {
   const std::string a = "sha256:" + std::string(64, 'a'), b = "sha256:" + std::string(64, 'b');
   Policy p = MustLoad("version: 1\nmonitoring:\n  metrics:\n    keys: [\"" + a + "\", \"" + b +
