@@ -85,18 +85,29 @@ TEST_F(AuditCheckpointsTest, AfterNNewEntriesTheThreadSignsOneThatVerifies) {
   auto cp = audit::VerifyCheckpoint(ReadAll(out_), PublicKey());
   ASSERT_TRUE(cp.ok()) << cp.status().message();
   EXPECT_EQ(cp->origin, "warden-audit");
-  EXPECT_EQ(cp->size, 4u);
+  // The thread may have looked between the two appends: 3 or 4 entries, and the root is that
+  // of the tree of exactly that many.
+  EXPECT_GE(cp->size, 3u);
+  EXPECT_LE(cp->size, 4u);
   auto tree = log_->ReadTree();
   ASSERT_TRUE(tree.ok());
+  tree->leaves.resize(cp->size);
   EXPECT_EQ(cp->root, audit::MerkleRoot(tree->leaves));
-  EXPECT_EQ(checkpointer.stats().taken, 1u);
-  EXPECT_EQ(monitor::Metrics().checkpoints.Value({"ok"}) - ok_before, 1);
+  EXPECT_GE(checkpointer.stats().taken, 1u);
+  EXPECT_GE(monitor::Metrics().checkpoints.Value({"ok"}) - ok_before, 1);
   // Three more: a new one, of the bigger tree, replacing the file whole.
+  const uint64_t first = cp->size;
   Append(*log_, 3);
-  ASSERT_TRUE(WaitFor([&] { return checkpointer.stats().taken == 2; }));
+  ASSERT_TRUE(WaitFor([&] { return checkpointer.stats().taken >= 2; }))
+      << checkpointer.stats().last_error;
   auto next = audit::VerifyCheckpoint(ReadAll(out_), PublicKey());
   ASSERT_TRUE(next.ok()) << next.status().message();
-  EXPECT_EQ(next->size, 7u);
+  EXPECT_GT(next->size, first);
+  auto grown = log_->ReadTree();
+  ASSERT_TRUE(grown.ok());
+  grown->leaves.resize(next->size);
+  EXPECT_EQ(next->root, audit::MerkleRoot(grown->leaves));
+  EXPECT_EQ(checkpointer.stats().failed, 0u);
 }
 
 TEST_F(AuditCheckpointsTest, NothingIsSignedAboutAnEditedChain) {
