@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <vector>
 
 #include "common/base64.h"
@@ -109,6 +110,11 @@ CheckpointKey::~CheckpointKey() = default;
 std::string CheckpointBody(const Checkpoint& c) {
   return c.origin + "\n" + std::to_string(c.size) + "\n" +
          Base64({reinterpret_cast<const char*>(c.root.data()), c.root.size()}) + "\n";
+}
+
+std::string DefaultCheckpointKeyPath(const std::string& database) {
+  const std::filesystem::path dir = std::filesystem::path(database).parent_path();
+  return (dir.empty() ? std::filesystem::path(".") : dir).string() + "/audit-checkpoint.key";
 }
 
 Status ValidOrigin(std::string_view origin) {

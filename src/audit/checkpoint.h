@@ -27,6 +27,9 @@ struct Checkpoint {
 // The signed part: "<origin>\n<size>\n<base64 root>\n".
 std::string CheckpointBody(const Checkpoint& c);
 
+// Where a log's key is unless named: audit-checkpoint.key beside the database file `database`.
+std::string DefaultCheckpointKeyPath(const std::string& database);
+
 // An origin is 1 to 128 printable ASCII characters without spaces (it is also the key's name).
 Status ValidOrigin(std::string_view origin);
 

@@ -267,9 +267,7 @@ std::optional<audit::AuditLog::Tree> AuditCommand::IntactTree(const char* name, 
 }
 
 std::string AuditCommand::KeyPath() const {
-  if (!key_.empty()) return key_;
-  const std::filesystem::path dir = std::filesystem::path(db_).parent_path();
-  return (dir.empty() ? std::filesystem::path(".") : dir).string() + "/audit-checkpoint.key";
+  return key_.empty() ? audit::DefaultCheckpointKeyPath(db_) : key_;
 }
 
 int AuditCommand::SignCheckpoint() {
@@ -302,25 +300,8 @@ int AuditCommand::SignCheckpoint() {
     out_ << *note;
   }
   if (!post_url_.empty()) {
-    auto url = upstream::ParseHttpUrl(post_url_);
-    if (!url) {
-      err_ << "warden audit checkpoint: --post: " << url.status().message() << "\n";
-      return kExitError;
-    }
-    auto poster = notify::HttpPoster::Create(*url, ca_file_);
-    if (!poster) {
-      err_ << "warden audit checkpoint: --post: " << poster.status().message() << "\n";
-      return kExitError;
-    }
-    notify::PostOptions options;
-    options.content_type = "text/plain; charset=utf-8";
-    notify::PostReply reply = (*poster)->Post({}, *note, std::chrono::seconds(10), options);
-    if (reply.kind != notify::PostReply::kAnswered || reply.status < 200 || reply.status > 299) {
-      err_ << "warden audit checkpoint: --post " << (url->tls ? "https" : "http") << "://" << url->host << ":"
-           << url->port << ": "
-           << (reply.kind == notify::PostReply::kAnswered ? "HTTP " + std::to_string(reply.status)
-                                                          : reply.error)
-           << "\n";
+    if (Status st = notify::PostText(post_url_, ca_file_, *note, std::chrono::seconds(10)); !st.ok()) {
+      err_ << "warden audit checkpoint: --post " << st.message() << "\n";
       return kExitError;
     }
   }

@@ -36,11 +36,7 @@ std::optional<std::pair<KillScope, std::string>> SwitchOf(const monitor::Alert& 
 std::string SharedWith(const policy::Policy* policy, KillScope scope, const std::string& name,
                        const std::string& tenant) {
   if (policy == nullptr || (scope != KillScope::kAgent && scope != KillScope::kUser)) return "";
-  for (const auto& [other, t] : policy->identity.tenants) {
-    if (other == tenant) continue;
-    if (scope == KillScope::kAgent ? t.agents.contains(name) : t.users.contains(name)) return other;
-  }
-  return "";
+  return policy::OtherTenantNaming(*policy, tenant, scope == KillScope::kUser, name);
 }
 
 }  // namespace

@@ -2,23 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include <filesystem>
-
 #include "audit/merkle.h"
 #include "common/guard.h"
 #include "common/write_file.h"
 #include "monitor/families.h"
 #include "notify/http_post.h"
-#include "upstream/http_url.h"
 
 namespace warden::gateway {
-
-std::string CheckpointKeyPath(const policy::CheckpointSchedule& schedule,
-                              const std::string& database) {
-  if (!schedule.key.empty()) return schedule.key;
-  const std::filesystem::path dir = std::filesystem::path(database).parent_path();
-  return (dir.empty() ? std::filesystem::path(".") : dir).string() + "/audit-checkpoint.key";
-}
 
 AuditCheckpointer::AuditCheckpointer(audit::AuditLog& log, const policy::PolicyHolder& policy,
                                      Options options)
@@ -75,7 +65,8 @@ Result<std::string> AuditCheckpointer::Sign(const policy::CheckpointSchedule& sc
   if (!tree->report.ok())
     return Status::Error("the chain is broken at entry " + std::to_string(tree->report.first_bad_id) +
                          " (" + tree->report.detail + "); nothing is signed about it");
-  const std::string path = CheckpointKeyPath(schedule, options_.database);
+  const std::string path =
+      schedule.key.empty() ? audit::DefaultCheckpointKeyPath(options_.database) : schedule.key;
   if (!key_ || key_path_ != path) {
     auto key = audit::CheckpointKey::Load(path, /*create=*/true);
     if (!key) return key.status();
@@ -110,21 +101,9 @@ Result<std::string> AuditCheckpointer::Take(const policy::CheckpointSchedule& sc
       return fail(st.Wrap("storage.checkpoints.out"));
   }
   if (!schedule.post.empty()) {
-    auto url = upstream::ParseHttpUrl(schedule.post);
-    if (!url) return fail(url.status().Wrap("storage.checkpoints.post"));
-    auto poster = notify::HttpPoster::Create(*url, schedule.ca_file);
-    if (!poster) return fail(poster.status().Wrap("storage.checkpoints.post"));
-    notify::PostOptions post_options;
-    post_options.content_type = "text/plain; charset=utf-8";
-    notify::PostReply reply = (*poster)->Post({}, *note, std::chrono::seconds(10), post_options);
-    // The URL's path and query may hold a token: the error names scheme, host and port only.
-    const std::string where =
-        std::string(url->tls ? "https" : "http") + "://" + url->host + ":" + url->port;
-    if (reply.kind != notify::PostReply::kAnswered)
-      return fail(Status::Error("storage.checkpoints.post " + where + ": " + reply.error));
-    if (reply.status < 200 || reply.status > 299)
-      return fail(Status::Error("storage.checkpoints.post " + where + ": HTTP " +
-                                std::to_string(reply.status)));
+    if (Status st = notify::PostText(schedule.post, schedule.ca_file, *note, std::chrono::seconds(10));
+        !st.ok())
+      return fail(st.Wrap("storage.checkpoints.post"));
   }
   metrics.checkpoints.Add({"ok"});
   {

@@ -67,8 +67,4 @@ class AuditCheckpointer {
   std::thread thread_;  // last: started once everything above is set
 };
 
-// Where a schedule's key is: its `key`, else audit-checkpoint.key beside `database`.
-std::string CheckpointKeyPath(const policy::CheckpointSchedule& schedule,
-                              const std::string& database);
-
 }  // namespace warden::gateway

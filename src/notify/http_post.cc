@@ -184,4 +184,21 @@ void HttpPoster::Cancel() {
   if (impl_->running) impl_->running->stop();
 }
 
+Status PostText(const std::string& url, const std::string& ca_file, const std::string& body,
+                std::chrono::milliseconds timeout) {
+  auto parsed = upstream::ParseHttpUrl(url);
+  if (!parsed) return parsed.status();
+  auto poster = HttpPoster::Create(*parsed, ca_file);
+  if (!poster) return poster.status();
+  PostOptions options;
+  options.content_type = "text/plain; charset=utf-8";
+  const PostReply reply = (*poster)->Post({}, body, timeout, options);
+  const std::string where = std::string(parsed->tls ? "https" : "http") + "://" + parsed->host +
+                            ":" + parsed->port;
+  if (reply.kind != PostReply::kAnswered) return Status::Error(where + ": " + reply.error);
+  if (reply.status < 200 || reply.status > 299)
+    return Status::Error(where + ": HTTP " + std::to_string(reply.status));
+  return Status::Ok();
+}
+
 }  // namespace warden::notify

@@ -57,4 +57,11 @@ class HttpPoster {
   std::unique_ptr<Impl> impl_;
 };
 
+// One POST of `body` as text/plain to `url` (http:// or https://, verified against `ca_file` or
+// the system's store) within `timeout`; any 2xx is success. Errors: a bad URL or CA file, or
+// "SCHEME://HOST:PORT: HTTP N" / "SCHEME://HOST:PORT: why" (never the path and query, which may
+// hold a token). What a checkpoint's --post and storage.checkpoints.post do.
+Status PostText(const std::string& url, const std::string& ca_file, const std::string& body,
+                std::chrono::milliseconds timeout);
+
 }  // namespace warden::notify

@@ -84,4 +84,13 @@ std::vector<std::string> LabelNames(LabelSet labels) {
   return out;
 }
 
+std::string OtherTenantNaming(const Policy& policy, std::string_view tenant, bool user,
+                              std::string_view name) {
+  for (const auto& [other, t] : policy.identity.tenants) {
+    if (other == tenant) continue;
+    if (user ? t.users.contains(name) : t.agents.contains(name)) return other;
+  }
+  return "";
+}
+
 }  // namespace warden::policy

@@ -365,4 +365,10 @@ struct Policy {
   std::shared_ptr<const RuleIndex> index;
 };
 
+// A tenant other than `tenant` that declares a user (`user` true) or an agent called `name`, or
+// "" when none does. Kill switches are by name, so a switch for that name would stop that
+// tenant's too: the admin API and the anomaly detectors refuse to pull it on their own.
+std::string OtherTenantNaming(const Policy& policy, std::string_view tenant, bool user,
+                              std::string_view name);
+
 }  // namespace warden::policy

@@ -28,7 +28,6 @@ std::string Who(const identity::Caller& caller, bool local_operator) {
   return caller.user + "@" + caller.tenant + " (api)";
 }
 
-// Tenants other than `tenant` that declare an agent called `agent`.
 // Whether tenant `t` has a user (kUser) or an agent (kAgent) called `name`.
 bool HasName(const policy::Tenant& t, KillScope scope, const std::string& name) {
   return scope == KillScope::kUser ? t.users.contains(name) : t.agents.contains(name);
@@ -38,10 +37,7 @@ bool HasName(const policy::Tenant& t, KillScope scope, const std::string& name) 
 // the switch would stop theirs as well.
 bool NameElsewhere(const policy::Policy& policy, const std::string& tenant, KillScope scope,
                    const std::string& name) {
-  for (const auto& [other, t] : policy.identity.tenants) {
-    if (other != tenant && HasName(t, scope, name)) return true;
-  }
-  return false;
+  return !policy::OtherTenantNaming(policy, tenant, scope == KillScope::kUser, name).empty();
 }
 
 // The caller's tenant when the caller's user is an approver there; nullptr otherwise.
