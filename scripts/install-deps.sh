@@ -18,6 +18,8 @@ PACKAGES=(
   clang libclang-rt-14-dev
   # tests and benchmarks: real peers and tools the tests drive
   python3 curl iproute2 util-linux bubblewrap hyperfine procps
+  # the outside audit verifier (tests/audit/verify_proof.py) checks Ed25519 signatures with the openssl command
+  openssl
   # --backend microvm: QEMU's microvm machine; xz unpacks its kernel (scripts/install-microvm.sh)
   qemu-system-x86 xz-utils
   # --backend gvisor: gVisor's OCI runtime (docs/backends.md)
