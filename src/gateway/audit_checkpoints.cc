@@ -12,7 +12,10 @@ namespace warden::gateway {
 
 AuditCheckpointer::AuditCheckpointer(audit::AuditLog& log, const policy::PolicyHolder& policy,
                                      Options options)
-    : log_(log), policy_(policy), options_(std::move(options)) {
+    : log_(log),
+      policy_(policy),
+      options_(std::move(options)),
+      appends_at_start_(log_.stats().appends) {
   thread_ = std::thread([this] {
     RunGuarded("audit checkpointer", "the gateway takes no more checkpoints", [this] { Run(); });
   });
@@ -33,7 +36,7 @@ AuditCheckpointer::Stats AuditCheckpointer::stats() const {
 }
 
 void AuditCheckpointer::Run() {
-  uint64_t signed_appends = log_.stats().appends;  // entries before this process are not "new"
+  uint64_t signed_appends = appends_at_start_;
   auto last = std::chrono::steady_clock::now();
   std::unique_lock lock(mu_);
   while (!stop_) {

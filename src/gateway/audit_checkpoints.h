@@ -64,6 +64,9 @@ class AuditCheckpointer {
   // The key, loaded once per path (Load checks its file's mode and type every time it reads it).
   std::string key_path_;
   std::optional<audit::CheckpointKey> key_;
+  // Entries appended before this checkpointer existed are not new. Read by the constructor, not
+  // the thread: a thread scheduled late would count what came meanwhile as old.
+  const uint64_t appends_at_start_;
   std::thread thread_;  // last: started once everything above is set
 };
 
