@@ -15,6 +15,7 @@
 #include "gateway/stages/chain.h"
 #include "gateway/stages/stages.h"
 #include "gateway/trifecta/flow_tracker.h"
+#include "http_test_server.h"
 #include "state/approval_store.h"
 #include "state/trifecta_store.h"
 #include "testing.h"
@@ -217,6 +218,101 @@ TEST_F(TrifectaStageTest, ReplyToTheSenderRunsButTheInjectedAddressIsStopped) {
   EXPECT_NE(out.reason.find("appeared only in untrusted content (#1 mail__read_message)"),
             std::string::npos)
       << out.reason;
+}
+
+// The attack: a person approves a fetch of one page while the session holds both legs; the page
+// redirects to another host, with whatever it likes in the URL. That redirect is a new send
+// nobody approved: refused, naming the legs. A redirect on the approved host is followed. (The
+// web server is real: python3's http.server on 127.0.0.1.)
+TEST_F(TrifectaStageTest, AnApprovedFetchDoesNotFollowARedirectToAnotherHost) {
+  testing::TestServer server;
+  if (access(testing::kPython, X_OK) != 0 || server.port() == 0)
+    GTEST_SKIP() << testing::kPython << " is needed for the test server";
+  const std::string port = std::to_string(server.port());
+  Start(std::string(kTrifectaPolicy) + "  - match: { tool: \"web__fetch\" }\n    risk: low\n" +
+        "egress:\n  allow: [\"127.0.0.1:" + port + "\", \"127.0.0.2:" + port + "\"]\n");
+  Expose();
+  auto fetch = [&](const std::string& url) {
+    auto call = std::make_shared<CallContext>();
+    call->session = "s1";
+    call->tool = "web__fetch";
+    call->server = "web";
+    call->arguments = {{"url", url}};
+    auto done = RunAsync(call);
+    auto pending = Pending();
+    EXPECT_TRUE(pending) << "the fetch did not wait for a person";
+    if (pending) {
+      EXPECT_NE(pending->reason.find("trifecta"), std::string::npos) << pending->reason;
+      EXPECT_TRUE(gate_->Approve(pending->id, "bob", "that page is fine"));
+    }
+    EXPECT_EQ(done.wait_for(10s), std::future_status::ready);
+    EXPECT_EQ(done.get().result, StageResult::kContinue);
+    return call;
+  };
+  const std::string other = "http://127.0.0.2:" + port + "/text?k=deploy-key-AKIA0000SECRET0000EXAMPLE-for-prod";
+  auto away = fetch(server.Url("/redirect?to=" + other));
+  ASSERT_TRUE(away->result);
+  EXPECT_TRUE(away->result->is_error);
+  const std::string text = away->result->Text();
+  EXPECT_NE(text.find("redirect to http://127.0.0.2:" + port + "/text?k="), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("refused: trifecta: this call can send data out while the session holds "
+                      "untrusted content from #1 web__search and private data from #2 "
+                      "drive__read_file"),
+            std::string::npos)
+      << text;
+  // The result is redacted as the audit log is: the secret the redirect tried to carry out is
+  // not handed back to the model either.
+  EXPECT_EQ(text.find("AKIA0000SECRET0000EXAMPLE"), std::string::npos) << text;
+  EXPECT_NE(text.find("a call already running cannot wait"), std::string::npos) << text;
+  const json& egress = away->result->value["structuredContent"]["egress"];
+  ASSERT_EQ(egress.size(), 2u) << egress.dump();
+  EXPECT_EQ(egress[1]["allowed"], false);
+
+  auto same = fetch(server.Url("/redirect?to=/text"));
+  ASSERT_TRUE(same->result);
+  EXPECT_FALSE(same->result->is_error) << same->result->Text();
+  EXPECT_EQ(same->result->value["structuredContent"]["body"], "hello from the test server\n");
+}
+
+// A fetch that began with one leg held: a call that brings the other finishes while it runs, and
+// the redirect it then follows to another host is decided on the state as it is now.
+TEST(FlowTrackerTest, RecheckSeesWhatArrivedWhileTheCallRanAndLeavesItselfOut) {
+  FlowTracker tracker(nullptr);
+  const FlowKey key = FlowKeyFor("", "alice", "", "s1", "");
+  const policy::TrifectaSettings settings{.effect = policy::Effect::kDeny, .fingerprints = true};
+  const policy::LabelSet fetch_labels = policy::kUntrustedOutput | policy::kExternalSend;
+  FlowTracker::Ticket secret, fetch, mail;
+  ASSERT_TRUE(tracker.Begin(key, 0, settings, nullptr, policy::kPrivateOutput, "drive__read_file",
+                            json::object(), &secret).ok());
+  ASSERT_TRUE(tracker.Finish(secret, {.source = policy::FlowSource{1, "drive__read_file"},
+                                      .legs = policy::kPrivateOutput})
+                  .ok());
+  auto begun = tracker.Begin(key, 0, settings, nullptr, fetch_labels, "web__fetch",
+                             {{"url", "http://a.example/"}}, &fetch);
+  ASSERT_TRUE(begun.ok());
+  EXPECT_EQ(begun->effect, policy::Effect::kAllow);  // no untrusted leg yet
+  // The fetch's own untrusted leg does not count against itself.
+  auto own = tracker.Recheck(fetch, settings, nullptr, fetch_labels, {{"url", "http://b.example/"}});
+  ASSERT_TRUE(own.ok());
+  EXPECT_EQ(own->effect, policy::Effect::kAllow);
+  // A mail read begins (and so is in flight) while the fetch runs.
+  ASSERT_TRUE(tracker.Begin(key, 0, settings, nullptr, policy::kUntrustedOutput, "mail__read",
+                            json::object(), &mail).ok());
+  auto now = tracker.Recheck(fetch, settings, nullptr, fetch_labels, {{"url", "http://b.example/"}});
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->effect, policy::Effect::kDeny);
+  EXPECT_NE(now->reason.find("mail__read (still running)"), std::string::npos) << now->reason;
+  // A ticket that is not in flight here is refused, not allowed.
+  ASSERT_TRUE(tracker.Finish(fetch, {}).ok());
+  EXPECT_FALSE(tracker.Recheck(fetch, settings, nullptr, fetch_labels, json::object()).ok());
+  // Through TrifectaRecheck: a reason for anything but allow.
+  TrifectaCall call{.tracker = &tracker, .ticket = mail, .labels = fetch_labels,
+                    .settings = settings};
+  ASSERT_TRUE(tracker.Finish(mail, {}).ok());
+  std::optional<std::string> why = TrifectaRecheck(call)({{"url", "http://b.example/"}});
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("trifecta state could not be read"), std::string::npos) << *why;
 }
 
 TEST_F(TrifectaStageTest, ACallInFlightCountsAsHoldingItsLegs) {

@@ -11,8 +11,11 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <thread>
 
+#include "http_test_server.h"
 #include "testing.h"
 
 namespace warden::gateway {
@@ -20,108 +23,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kPython = "/usr/bin/python3";
-
-// The server: a few paths, each a behaviour the tests need. Prints its port, then serves.
-constexpr const char* kServerScript = R"PY(
-import http.server, socketserver, ssl, sys, time, urllib.parse
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def send(self, status, body, ctype="text/plain; charset=utf-8", extra=None):
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in (extra or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self):
-        url = urllib.parse.urlparse(self.path)
-        q = dict(urllib.parse.parse_qsl(url.query))
-        if url.path == "/text":
-            self.send(200, b"hello from the test server\n")
-        elif url.path == "/echo-host":
-            self.send(200, self.headers.get("Host", "").encode())
-        elif url.path == "/big":
-            self.send(200, b"a" * int(q["n"]))
-        elif url.path == "/slow":
-            time.sleep(float(q.get("s", "5")))
-            self.send(200, b"late\n")
-        elif url.path == "/redirect":
-            self.send(302, b"", extra={"Location": q["to"]})
-        elif url.path == "/chain":
-            n = int(q["n"])
-            if n == 0:
-                self.send(200, b"end of chain\n")
-            else:
-                self.send(302, b"", extra={"Location": "/chain?n=%d" % (n - 1)})
-        elif url.path == "/binary":
-            self.send(200, b"\x89PNG\r\n\x1a\n\x00\x00", ctype="image/png")
-        elif url.path == "/latin1":
-            self.send(200, b"caf\xe9\n", ctype="text/plain; charset=iso-8859-1")
-        else:
-            self.send(404, b"no such page\n")
-
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-
-server = Server(("127.0.0.1", 0), Handler)
-if len(sys.argv) > 2:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(sys.argv[1], sys.argv[2])
-    server.socket = ctx.wrap_socket(server.socket, server_side=True)
-print(server.server_address[1], flush=True)
-server.serve_forever()
-)PY";
-
-// A python3 HTTP(S) server on 127.0.0.1, stopped (SIGKILL) on destruction.
-class TestServer {
- public:
-  explicit TestServer(const std::string& cert = "", const std::string& key = "") {
-    script_ = dir_.File("server.py");
-    testing::WriteFile(script_, kServerScript);
-    int out[2];
-    if (pipe(out) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(out[1], 1);
-      close(out[0]);
-      close(out[1]);
-      if (cert.empty()) {
-        execl(kPython, kPython, script_.c_str(), nullptr);
-      } else {
-        execl(kPython, kPython, script_.c_str(), cert.c_str(), key.c_str(), nullptr);
-      }
-      _exit(127);
-    }
-    close(out[1]);
-    FILE* f = fdopen(out[0], "r");
-    if (f == nullptr || fscanf(f, "%d", &port_) != 1) port_ = 0;
-    if (f) fclose(f);
-  }
-  ~TestServer() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  int port() const { return port_; }
-  std::string Url(const std::string& path, const std::string& scheme = "http") const {
-    return scheme + "://127.0.0.1:" + std::to_string(port_) + path;
-  }
-  // The allow entry that reaches it: loopback is allowed only by naming the address literally.
-  std::string AllowEntry() const { return "127.0.0.1:" + std::to_string(port_); }
-
- private:
-  testing::TempDir dir_;
-  std::string script_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
+using testing::kPython;
+using testing::TestServer;
 
 // Checks `value` against the subset of JSON Schema web__fetch's outputSchema uses.
 std::string SchemaViolation(const json& value, const json& schema, const std::string& where) {
@@ -163,11 +66,13 @@ class WebFetch : public ::testing::Test {
 
   // Fetches with `allow` as the policy's egress.allow; checks the result against the schema.
   CallResult Fetch(const json& arguments, std::vector<std::string> allow,
-                   std::shared_ptr<CancelToken> cancel = nullptr) {
+                   std::shared_ptr<CancelToken> cancel = nullptr,
+                   std::function<std::optional<std::string>(const std::string&)> check = {}) {
     auto request = ParseFetchArguments(arguments);
     EXPECT_TRUE(request.ok()) << request.status().message();
     if (!request.ok()) return {};
-    CallResult r = RunWebFetch(*request, FetchEgress{.allow = &allow}, cancel);
+    CallResult r = RunWebFetch(
+        *request, FetchEgress{.allow = &allow, .redirect_check = std::move(check)}, cancel);
     EXPECT_EQ(SchemaViolation(r.value["structuredContent"],
                               WebFetchDefinition()["outputSchema"], "structuredContent"),
               "");
@@ -270,6 +175,52 @@ TEST_F(WebFetch, MoreThanFiveRedirectsFail) {
   CallResult r = Fetch({{"url", server_.Url("/chain?n=6")}}, {server_.AllowEntry()});
   EXPECT_TRUE(r.is_error);
   EXPECT_NE(r.Text().find("more than 5 redirects"), std::string::npos) << r.Text();
+}
+
+// A redirect to another host is another send (docs/trifecta.md, "Redirects"): the session's
+// check sees the URL first and can refuse it before any connection; a redirect on the same host
+// and port is not put to it (that server chose the URL and has seen it).
+TEST_F(WebFetch, ARedirectToAnotherHostIsPutToTheCheckFirst) {
+  const std::string other = "http://127.0.0.2:" + std::to_string(server_.port()) + "/text";
+  const std::vector<std::string> allow = {server_.AllowEntry(),
+                                          "127.0.0.2:" + std::to_string(server_.port())};
+  std::vector<std::string> asked;
+  auto refuse = [&asked](const std::string& url) -> std::optional<std::string> {
+    asked.push_back(url);
+    return "trifecta: not now";
+  };
+  CallResult r = Fetch({{"url", server_.Url("/redirect?to=" + other)}}, allow, nullptr, refuse);
+  EXPECT_TRUE(r.is_error);
+  EXPECT_NE(r.Text().find("redirect to " + other + " refused: trifecta: not now"),
+            std::string::npos)
+      << r.Text();
+  EXPECT_EQ(asked, std::vector<std::string>{other});
+  ASSERT_EQ(S(r)["egress"].size(), 2u) << S(r).dump();
+  EXPECT_EQ(S(r)["egress"][0]["allowed"], true);
+  EXPECT_EQ(S(r)["egress"][1]["allowed"], false);
+  EXPECT_EQ(S(r)["egress"][1]["host"], "127.0.0.2");
+  EXPECT_EQ(S(r)["egress"][1]["address"], "");  // refused before any address was tried
+  EXPECT_EQ(S(r)["egress"][1]["reason"], "trifecta: not now");
+  EXPECT_EQ(S(r)["final_url"], other);
+  EXPECT_EQ(S(r)["body"], "");
+
+  // The same host: followed without asking.
+  asked.clear();
+  CallResult same = Fetch({{"url", server_.Url("/chain?n=3")}}, allow, nullptr, refuse);
+  EXPECT_FALSE(same.is_error) << same.Text();
+  EXPECT_EQ(S(same)["body"], "end of chain\n");
+  EXPECT_TRUE(asked.empty());
+
+  // A check that lets it go: the hop goes on to the allow-list and the connection (nothing
+  // listens on 127.0.0.2, so it ends in a connection error, after the hop was allowed).
+  CallResult let = Fetch({{"url", server_.Url("/redirect?to=" + other)}}, allow, nullptr,
+                         [&asked](const std::string& url) -> std::optional<std::string> {
+                           asked.push_back(url);
+                           return std::nullopt;
+                         });
+  EXPECT_EQ(asked, std::vector<std::string>{other});
+  ASSERT_EQ(S(let)["egress"].size(), 2u) << S(let).dump();
+  EXPECT_EQ(S(let)["egress"][1]["allowed"], true) << S(let).dump();
 }
 
 // The attack: an allowed server redirects to the cloud metadata service.

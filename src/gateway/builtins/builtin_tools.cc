@@ -825,6 +825,13 @@ BuiltinTools BuiltinTools::Default(const ExecPoolSlot* pools) {
                auto request = ParseFetchArguments(arguments);
                if (!request) return request.status();
                FetchEgress egress{.allow = env.policy ? &env.policy->egress_allow : nullptr};
+               if (env.trifecta_recheck) {
+                 egress.redirect_check = [&env, &arguments](const std::string& url) {
+                   json hop = arguments;
+                   hop["url"] = url;
+                   return env.trifecta_recheck(hop);
+                 };
+               }
                return RunWebFetch(*request, egress, env.cancel);
              }});
   return tools;

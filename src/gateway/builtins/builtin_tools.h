@@ -97,6 +97,10 @@ struct ToolEnv {
   // Added to the `warden run` child's own environment (never the sandbox's): the values of the
   // profile's egress credentials, which the child's proxy holds (docs/egress.md).
   std::map<std::string, std::string> launch_env;
+  // For a call that sends again while it runs (web__fetch following a redirect to another
+  // host): the calling session's trifecta verdict on the call with `arguments`, now, with the
+  // other calls in flight; a reason refuses. Null: the call has no trifecta state (tests).
+  std::function<std::optional<std::string>(const nlohmann::json& arguments)> trifecta_recheck;
 };
 
 // A built-in tool as the gateway lists and runs it.

@@ -818,6 +818,23 @@ void Fetch(const FetchRequest& request, const FetchEgress& egress, asio::ssl::co
                                                       ": " + next.status().message()};
       return;
     }
+    // Another host is another party: sending it this URL is a send the session's state decides,
+    // as if the agent had asked for it. (The same host chose the URL and has seen it already.)
+    if (egress.redirect_check &&
+        (next->host.name != url->host.name || next->port != url->port)) {
+      if (std::optional<std::string> refused = egress.redirect_check(next->ToString())) {
+        o.response.status = r.status;
+        o.final_url = next->ToString();
+        o.egress.push_back({.url = next->ToString(),
+                            .host = next->host.name,
+                            .port = next->port,
+                            .allowed = false,
+                            .reason = *refused});
+        o.failure = Failure{Failure::Kind::kRefused,
+                            "redirect to " + next->ToString() + " refused: " + *refused};
+        return;
+      }
+    }
     url = std::move(next);
   }
 }

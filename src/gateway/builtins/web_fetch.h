@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -45,12 +47,17 @@ Result<FetchRequest> ParseFetchArguments(const nlohmann::json& arguments);
 struct FetchEgress {
   // The policy's egress.allow entries; null when no policy is in force, which denies every host.
   const std::vector<std::string>* allow = nullptr;
+  // Asked before a redirect to another host or port, with the URL it goes to: the calling
+  // session's trifecta verdict on fetching it now (docs/trifecta.md, "Redirects"). A reason
+  // refuses the hop. Null: no such check (no session pipeline, as in the tool's own tests).
+  std::function<std::optional<std::string>(const std::string& url)> redirect_check;
 };
 
 // Fetches `request.url`, following up to 5 redirects, each hop checked the same way: the host
 // must be on the allow-list (port included), and every address it resolves to passes the
 // address guard or is dropped (a name whose addresses are all refused is refused); the
-// connection goes to a checked address only. https verifies the certificate against the system
+// connection goes to a checked address only. A redirect to another host or port is first put
+// to `egress.redirect_check`. https verifies the certificate against the system
 // store, with SNI and the host name checked.
 //
 // Never fails as a Status: a refused host, a network error, a timeout, cancellation and HTTP

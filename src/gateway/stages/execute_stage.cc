@@ -1,5 +1,6 @@
 #include "gateway/approvals/approval_gate.h"
 #include "gateway/stages/stages.h"
+#include "gateway/trifecta/flow_tracker.h"
 
 namespace warden::gateway {
 
@@ -58,6 +59,8 @@ StageOutcome ExecuteStage::Run(CallContext& call) {
   }
   ToolEnv env{.profile = std::move(profile), .policy = call.policy.get(), .cancel = call.cancel};
   if (const SandboxLaunchEnv* launch = call.state.Find<SandboxLaunchEnv>()) env.launch_env = launch->env;
+  if (const TrifectaCall* t = call.state.Find<TrifectaCall>(); t != nullptr && t->tracker != nullptr)
+    env.trifecta_recheck = TrifectaRecheck(*t);
   auto result = tool->run(call.arguments, env);
   if (!result)
     return StageOutcome::Deny(Refusal::kInvalidArguments, "invalid arguments for " + call.tool +

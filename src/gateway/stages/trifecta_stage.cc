@@ -45,6 +45,7 @@ class TrifectaStage : public Stage {
     mine.tracker = tracker_;
     mine.labels = labels;
     mine.flow = flow;
+    mine.settings = settings;
     if (check->effect == policy::Effect::kAllow) return StageOutcome::Continue();
 
     const std::string reason = "trifecta: " + check->reason;

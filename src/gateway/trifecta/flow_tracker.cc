@@ -152,9 +152,22 @@ Result<policy::TrifectaCheck> FlowTracker::Begin(const FlowKey& key, uint64_t wi
     entries.push_back(*entry);
     states.push_back(&(*entry)->state);
   }
+  policy::TrifectaCheck check = policy::CheckCall(policy::FlowView(std::move(states)),
+                                                  InFlight(entries, 0), settings, flow, labels,
+                                                  arguments);
+  ticket->keys = key.keys;
+  ticket->id = next_id_++;
+  // Field lists imply their labels (the loader adds them), so the labels say it all.
+  ticket->legs = labels & (policy::kUntrustedOutput | policy::kPrivateOutput);
+  for (Entry* e : entries) e->running[ticket->id] = {ticket->legs, tool};
+  return check;
+}
+
+policy::InFlightLegs FlowTracker::InFlight(const std::vector<Entry*>& entries, uint64_t except) {
   policy::InFlightLegs in_flight;
-  for (Entry* e : entries) {
+  for (const Entry* e : entries) {
     for (const auto& [id, running] : e->running) {
+      if (id == except) continue;
       in_flight.legs |= running.legs;
       if ((running.legs & policy::kUntrustedOutput) && !in_flight.untrusted)
         in_flight.untrusted = policy::FlowSource{0, running.tool};
@@ -162,14 +175,27 @@ Result<policy::TrifectaCheck> FlowTracker::Begin(const FlowKey& key, uint64_t wi
         in_flight.private_data = policy::FlowSource{0, running.tool};
     }
   }
-  policy::TrifectaCheck check = policy::CheckCall(policy::FlowView(std::move(states)), in_flight,
-                                                  settings, flow, labels, arguments);
-  ticket->keys = key.keys;
-  ticket->id = next_id_++;
-  // Field lists imply their labels (the loader adds them), so the labels say it all.
-  ticket->legs = labels & (policy::kUntrustedOutput | policy::kPrivateOutput);
-  for (Entry* e : entries) e->running[ticket->id] = {ticket->legs, tool};
-  return check;
+  return in_flight;
+}
+
+Result<policy::TrifectaCheck> FlowTracker::Recheck(const Ticket& ticket,
+                                                   const policy::TrifectaSettings& settings,
+                                                   const policy::FlowSpec* flow,
+                                                   policy::LabelSet labels,
+                                                   const nlohmann::json& arguments) {
+  std::lock_guard lock(mu_);
+  std::vector<Entry*> entries;
+  std::vector<const policy::FlowState*> states;
+  for (const std::string& k : ticket.keys) {
+    auto it = entries_.find(k);
+    // Keys with calls in flight are never evicted: a missing one is a ticket of another tracker.
+    if (it == entries_.end() || !it->second.running.contains(ticket.id))
+      return Status::Error("the call is not in flight under " + k);
+    entries.push_back(&it->second);
+    states.push_back(&it->second.state);
+  }
+  return policy::CheckCall(policy::FlowView(std::move(states)), InFlight(entries, ticket.id),
+                           settings, flow, labels, arguments);
 }
 
 Status FlowTracker::Finish(const Ticket& ticket, const policy::FlowFacts& facts) {
@@ -207,6 +233,22 @@ std::optional<policy::FlowState> FlowTracker::Snapshot(const std::string& key) {
 size_t FlowTracker::keys_in_memory() {
   std::lock_guard lock(mu_);
   return entries_.size();
+}
+
+std::function<std::optional<std::string>(const nlohmann::json& arguments)> TrifectaRecheck(
+    const TrifectaCall& call) {
+  return [call](const nlohmann::json& arguments) -> std::optional<std::string> {
+    auto check =
+        call.tracker->Recheck(call.ticket, call.settings, call.flow, call.labels, arguments);
+    if (!check)  // fail closed, as the stage does
+      return "the session's trifecta state could not be read: " + check.status().message();
+    if (check->effect == policy::Effect::kAllow) return std::nullopt;
+    std::string why = "trifecta: " + check->reason;
+    if (check->effect == policy::Effect::kAsk)
+      why += " (a person would have to approve it, and a call already running cannot wait for "
+             "one: ask for it as a call of its own)";
+    return why;
+  };
 }
 
 }  // namespace warden::gateway

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -60,6 +61,13 @@ class FlowTracker {
                                       const policy::FlowSpec* flow, policy::LabelSet labels,
                                       const std::string& tool, const nlohmann::json& arguments,
                                       Ticket* ticket);
+  // A call in flight sends again (web__fetch following a redirect to another host): decides
+  // `arguments` against its keys' state now and the other calls in flight, as Begin would, but
+  // without registering anything. Errors: the ticket's keys are not in flight here (fail closed).
+  Result<policy::TrifectaCheck> Recheck(const Ticket& ticket,
+                                        const policy::TrifectaSettings& settings,
+                                        const policy::FlowSpec* flow, policy::LabelSet labels,
+                                        const nlohmann::json& arguments);
   // The call ended: takes it out of flight and adds what it brought (empty facts: it did not run),
   // storing them. Errors: the row could not be stored (the state in memory has it anyway).
   Status Finish(const Ticket& ticket, const policy::FlowFacts& facts);
@@ -83,6 +91,8 @@ class FlowTracker {
   // (the call's other keys, whose entries the caller holds pointers to) are never evicted.
   Result<Entry*> Load(const std::string& key, bool per_caller, uint64_t window_ms,
                       const std::vector<std::string>& keep);
+  // The legs of the calls running under `entries`, but call `except` (0: none).
+  static policy::InFlightLegs InFlight(const std::vector<Entry*>& entries, uint64_t except);
   void Touch(Entry* entry);
   void Evict(const std::vector<std::string>& keep);
 
@@ -101,6 +111,13 @@ struct TrifectaCall {
   FlowTracker::Ticket ticket;
   policy::LabelSet labels = 0;
   const policy::FlowSpec* flow = nullptr;  // the deciding rule's, inside call.policy
+  policy::TrifectaSettings settings;       // the call's, for Recheck
 };
+
+// ToolEnv::trifecta_recheck for `call`: Recheck on the call's ticket, labels, rule and settings;
+// a reason when the answer is not allow (ask included: a call already running cannot wait for a
+// person) or the state cannot be read. Used while the call runs, so `call.flow` stays valid.
+std::function<std::optional<std::string>(const nlohmann::json& arguments)> TrifectaRecheck(
+    const TrifectaCall& call);
 
 }  // namespace warden::gateway
