@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <fstream>
 
+#include <fcntl.h>
 #include <sys/resource.h>
 
+#include "egress/decision_channel.h"
 #include "egress/sandbox_network.h"
 #include "sandbox/pool.h"
 #include "sandbox/profile.h"
@@ -38,6 +40,9 @@ RunCommand::RunCommand(CLI::App& app) {
   s->add_option("--backend", backend_, "Isolation backend: native (default), gvisor, microvm");
   s->add_option("--pool", pool_, "Run in a pre-warmed sandbox of the pool serving this socket (warden pool start)");
   s->add_option("--json", json_, "Write the result record to FILE ('-' for stderr)");
+  s->add_option("--decision-fd", decision_fd_,
+                "The gateway's session check (a SOCK_SEQPACKET socket on this fd): the egress proxy "
+                "asks it about every attempt the allow-list lets through (docs/trifecta.md)");
   s->add_option("command", command_, "The command and its arguments (after --)")->required();
   s->positionals_at_end();
 }
@@ -66,6 +71,18 @@ int RunCommand::Execute() {
   if (!backend_.empty()) o.backend = backend_;
   o.argv = command_;
 
+  // Before the network: the proxy may still ask while it stops.
+  std::unique_ptr<egress::DecisionClient> decisions;
+  if (decision_fd_ >= 0) {
+    const std::string flag = "--decision-fd " + std::to_string(decision_fd_);
+    // Never past this process: the sandbox must not reach the gateway.
+    if (fcntl(decision_fd_, F_SETFD, FD_CLOEXEC) != 0) return Fail(flag + ": not an open descriptor");
+    auto opened = egress::DecisionClient::Open(UniqueFd(decision_fd_));
+    if (!opened) return Fail(flag + ": " + opened.status().message());
+    decisions = std::move(*opened);
+    if (o.net != sandbox::NetMode::kProxy || !pool_.empty())
+      return Fail(flag + ": only a sandbox with --net proxy and no --pool has egress to check");
+  }
   std::unique_ptr<egress::SandboxNetwork> network;
   if (!o.egress_credentials.empty()) {
     if (Status st = sandbox::Validate(o); !st.ok()) return Fail(st.message());
@@ -85,7 +102,8 @@ int RunCommand::Execute() {
       if (!made) return Fail(made.status().message());
       credentials.push_back(std::move(*made));
     }
-    auto created = egress::SandboxNetwork::Create(o.allow, o.resolve, {}, "", credentials);
+    auto created = egress::SandboxNetwork::Create(o.allow, o.resolve, {}, "", credentials,
+                                                  decisions ? decisions->check() : egress::AsyncCheck{});
     if (!created) return Fail(created.status().message());
     for (const auto& c : credentials) o.env[c.name] = c.placeholder;
     if (!(*created)->trust_bundle_path().empty()) {

@@ -24,6 +24,7 @@ class RunCommand {
   std::string net_, backend_, json_, pool_;
   std::vector<std::string> allow_, resolve_, credentials_;
   std::vector<std::string> command_;
+  int decision_fd_ = -1;
 };
 
 }  // namespace warden::cli

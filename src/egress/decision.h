@@ -21,6 +21,13 @@ struct Attempt {
   uint16_t port = 0;
   std::string session_id;  // ProxyOptions::session_id: which sandbox/session asks
   Protocol protocol = Protocol::kConnect;
+  // Filled for the session check (AsyncCheck) only. Plain HTTP, and each request inside an
+  // intercepted tunnel: the absolute URL of the request ("http://host:port/path?query"), its
+  // header lines as the client sent them, and the start of its body
+  // (ProxyOptions::check_body_bytes). Tunnels: all empty.
+  std::string target;
+  std::string headers;
+  std::string body;
 };
 
 struct Decision {
@@ -39,5 +46,14 @@ struct Decision {
 // the allow-list. It must not block (it holds up every connection of the proxy). A hook that
 // throws denies the attempt ("decision hook failed: ...").
 using DecisionHook = std::function<Decision(const Attempt&)>;
+
+// The session check: how a gateway that started this sandbox for a session (sandbox__exec) has
+// the session's trifecta state judge each attempt the allow-list let through, without the proxy's
+// thread waiting for it. Called on the proxy's thread; it must return at once and call `done`
+// later, once, from any thread (later calls are ignored). kDeny refuses the attempt; anything
+// else lets it go on to the address guard. No answer within ProxyOptions::check_timeout refuses
+// it too, as does a check that throws.
+using DecisionDone = std::function<void(Decision)>;
+using AsyncCheck = std::function<void(const Attempt&, DecisionDone done)>;
 
 }  // namespace warden::egress

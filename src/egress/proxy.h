@@ -68,6 +68,15 @@ struct ProxyOptions {
   // Asked first for every attempt with a valid host (see decision.h). Empty: the allow-list
   // decides.
   DecisionHook hook;
+  // Asked after the hook or the allow-list let an attempt through (see decision.h), and for every
+  // request of a kept-alive or intercepted connection. Empty: nothing more is asked.
+  AsyncCheck check;
+  // The check's answer must come within this, or the attempt is refused.
+  std::chrono::milliseconds check_timeout{1000};
+  // How much of a plain HTTP request body the check sees: a body of known length up to this is
+  // read whole before the check (and then forwarded as usual); of a longer or chunked body, what
+  // has arrived with the head, up to this.
+  size_t check_body_bytes = 64 * 1024;
   // Called on the proxy thread when an attempt ends (after its last byte), for every attempt.
   std::function<void(const EgressRecord&)> recorder;
   std::function<void(const DnsQueryRecord&)> dns_recorder;

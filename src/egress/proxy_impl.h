@@ -171,6 +171,12 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::awaitable<Outcome> DecideAndConnect(EgressRecord& rec, const std::string& raw_host,
                                             uint16_t port);
   asio::awaitable<Result<std::vector<IpAddress>>> ResolveName(const std::string& name);
+  // The session check (ProxyOptions::check) on an attempt the allow-list let through: waits for
+  // its answer on handoff_wait_, at most check_timeout. kNone when there is no check or it allows.
+  asio::awaitable<Outcome> Check(EgressRecord& rec, const Attempt& attempt);
+  // For the check of a plain HTTP request: reads a body of known length up to check_body_bytes
+  // into inbuf_ (it is forwarded from there as usual) and returns the start of the body.
+  asio::awaitable<std::string> BodyForCheck(const http::BodyFraming& framing);
 
   // I/O on one side (client_ or upstream_): through its TLS stream once it has one.
   using TlsStream = asio::ssl::stream<tcp::socket&>;
@@ -218,7 +224,7 @@ class Session : public std::enable_shared_from_this<Session> {
   tcp::socket client_;
   tcp::socket upstream_;
   asio::steady_timer watchdog_;
-  asio::steady_timer resolve_wait_;
+  asio::steady_timer handoff_wait_;  // a result another thread hands over (resolve, check)
   const bool over_limit_;
 
   std::string inbuf_;    // client bytes received and not yet used
@@ -244,9 +250,11 @@ class Session : public std::enable_shared_from_this<Session> {
   bool connect_timed_out_ = false;
   std::string abort_reason_;
 
-  // Name resolution handoff from the resolver pool.
+  // Handoffs to the loop (handoff_wait_): from the resolver pool, and from the session check.
   std::optional<Result<std::vector<IpAddress>>> resolved_;
   uint64_t resolve_generation_ = 0;
+  std::optional<Decision> checked_;
+  uint64_t check_generation_ = 0;
 
   SteadyTime record_started_;  // of the attempt being served
 

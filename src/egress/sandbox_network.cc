@@ -28,7 +28,8 @@ struct EventLog {
 Result<std::unique_ptr<SandboxNetwork>> SandboxNetwork::Create(const std::vector<std::string>& allow,
                                                                const std::map<std::string, std::string>& resolve,
                                                                DecisionHook hook, std::string session_id,
-                                                               std::vector<EgressCredential> credentials) {
+                                                               std::vector<EgressCredential> credentials,
+                                                               AsyncCheck check) {
   auto list = AllowList::Parse(allow);
   if (!list) return list.status().Wrap("--allow");
   auto map = ResolveMap::Parse(resolve);
@@ -58,6 +59,7 @@ Result<std::unique_ptr<SandboxNetwork>> SandboxNetwork::Create(const std::vector
   options.allow_list = std::move(*list);
   options.resolve = std::move(*map);
   options.hook = std::move(hook);
+  options.check = std::move(check);
   options.session_id = std::move(session_id);
   options.credentials = std::move(credentials);
   auto events = std::make_shared<EventLog>();

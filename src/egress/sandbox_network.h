@@ -24,7 +24,8 @@ class SandboxNetwork : public sandbox::NetworkProvider {
   static Result<std::unique_ptr<SandboxNetwork>> Create(const std::vector<std::string>& allow,
                                                         const std::map<std::string, std::string>& resolve,
                                                         DecisionHook hook = {}, std::string session_id = "",
-                                                        std::vector<EgressCredential> credentials = {});
+                                                        std::vector<EgressCredential> credentials = {},
+                                                        AsyncCheck check = {});
   ~SandboxNetwork() override;
 
   // Where the CA bundle is inside the sandbox when a credential goes over HTTPS: the system's

@@ -78,7 +78,7 @@ Session::Session(EgressProxy::Impl& proxy, tcp::socket client, bool over_limit)
       client_(std::move(client)),
       upstream_(proxy.io),
       watchdog_(proxy.io),
-      resolve_wait_(proxy.io),
+      handoff_wait_(proxy.io),
       over_limit_(over_limit) {
   started_ = last_activity_ = std::chrono::steady_clock::now();
   head_deadline_ = After(started_, limits_.header_timeout);
@@ -108,7 +108,7 @@ asio::awaitable<void> Session::Run() {
   }
   finished_ = true;
   watchdog_.cancel();
-  resolve_wait_.cancel();
+  handoff_wait_.cancel();
   error_code ignored;
   client_.close(ignored);
   upstream_.close(ignored);
@@ -120,7 +120,7 @@ void Session::Abort(const std::string& reason) {
   error_code ignored;
   client_.close(ignored);
   upstream_.close(ignored);
-  resolve_wait_.cancel();
+  handoff_wait_.cancel();
 }
 
 // ---- Timeouts ----------------------------------------------------------------------------
@@ -168,7 +168,7 @@ asio::awaitable<void> Session::Watchdog() {
         connect_deadline_ = SteadyTime::max();
         error_code ignored;
         upstream_.close(ignored);
-        resolve_wait_.cancel();
+        handoff_wait_.cancel();
         continue;
       }
       if (which == Phase::kHead) {
@@ -321,7 +321,7 @@ Session::Outcome Session::Decide(EgressRecord& rec, const std::string& raw_host,
     return {Failure::kOverLimit, rec.rule_or_reason};
   }
   if (proxy_.options.hook) {
-    Attempt attempt{host->name, port, proxy_.options.session_id, rec.protocol};
+    Attempt attempt{host->name, port, proxy_.options.session_id, rec.protocol, {}, {}, {}};
     Decision d;
     try {
       d = proxy_.options.hook(attempt);
@@ -368,7 +368,7 @@ Session::Outcome Session::PlanCredentials(EgressRecord& rec, const Host& host, u
 asio::awaitable<Result<std::vector<IpAddress>>> Session::ResolveName(const std::string& name) {
   resolved_.reset();
   const uint64_t generation = ++resolve_generation_;
-  resolve_wait_.expires_at(SteadyTime::max());
+  handoff_wait_.expires_at(SteadyTime::max());
   std::weak_ptr<Session> weak = shared_from_this();
   auto gate = proxy_.gate;
   proxy_.resolver->Lookup(name, [weak, gate, generation](Result<std::vector<IpAddress>> r) {
@@ -378,16 +378,75 @@ asio::awaitable<Result<std::vector<IpAddress>>> Session::ResolveName(const std::
       auto s = weak.lock();
       if (!s || s->resolve_generation_ != generation) return;
       s->resolved_.emplace(std::move(r));
-      s->resolve_wait_.cancel();
+      s->handoff_wait_.cancel();
     });
   });
-  co_await resolve_wait_.async_wait(kUseTuple);
+  co_await handoff_wait_.async_wait(kUseTuple);
   if (!resolved_) {
     co_return Status::Error(connect_timed_out_ ? "timed out" : "connection closed");
   }
   Result<std::vector<IpAddress>> out = std::move(*resolved_);
   resolved_.reset();
   co_return out;
+}
+
+asio::awaitable<Session::Outcome> Session::Check(EgressRecord& rec, const Attempt& attempt) {
+  if (!proxy_.options.check) co_return Outcome{};
+  checked_.reset();
+  const uint64_t generation = ++check_generation_;
+  handoff_wait_.expires_after(proxy_.options.check_timeout);
+  std::weak_ptr<Session> weak = shared_from_this();
+  auto gate = proxy_.gate;
+  auto answered = std::make_shared<std::atomic<bool>>(false);
+  DecisionDone done = [weak, gate, generation, answered](Decision d) {
+    if (answered->exchange(true)) return;
+    std::lock_guard lock(gate->mu);
+    if (gate->io == nullptr) return;
+    asio::post(*gate->io, [weak, generation, d = std::move(d)]() mutable {
+      auto s = weak.lock();
+      if (!s || s->check_generation_ != generation) return;
+      s->checked_.emplace(std::move(d));
+      s->handoff_wait_.cancel();
+    });
+  };
+  try {
+    proxy_.options.check(attempt, done);
+  } catch (const std::exception& e) {
+    done(Decision::Deny(std::string("it failed: ") + e.what()));
+  } catch (...) {
+    done(Decision::Deny("it failed"));
+  }
+  co_await handoff_wait_.async_wait(kUseTuple);
+  ++check_generation_;  // an answer that comes later finds nobody waiting
+  if (!abort_reason_.empty()) co_return Outcome{Failure::kAborted, abort_reason_};
+  std::optional<Decision> d = std::move(checked_);
+  checked_.reset();
+  if (!d) {
+    rec.rule_or_reason = "session check: no answer within " +
+                         std::to_string(proxy_.options.check_timeout.count()) + " ms";
+    co_return Outcome{Failure::kDenied, rec.rule_or_reason};
+  }
+  if (d->kind == Decision::Kind::kDeny) {
+    rec.rule_or_reason = "session check: " + Printable(d->reason);
+    co_return Outcome{Failure::kDenied, rec.rule_or_reason};
+  }
+  co_return Outcome{};
+}
+
+asio::awaitable<std::string> Session::BodyForCheck(const http::BodyFraming& framing) {
+  using Kind = http::BodyFraming::Kind;
+  if (framing.kind == Kind::kNone) co_return std::string();
+  const size_t cap = proxy_.options.check_body_bytes;
+  size_t want = cap;
+  if (framing.kind == Kind::kLength) {
+    want = static_cast<size_t>(std::min<uint64_t>(framing.length, cap));
+    if (framing.length <= cap) {
+      while (inbuf_.size() < want && abort_reason_.empty()) {
+        if (co_await ReadMore(want)) break;  // the client is gone: forwarding will say so
+      }
+    }
+  }
+  co_return inbuf_.substr(0, std::min(inbuf_.size(), want));
 }
 
 asio::awaitable<Session::Outcome> Session::Connect(EgressRecord& rec, const Host& host,
@@ -481,6 +540,10 @@ asio::awaitable<Session::Outcome> Session::DecideAndConnect(EgressRecord& rec,
                                                             uint16_t port) {
   Host host;
   Outcome o = Decide(rec, raw_host, port, &host);
+  if (o.failure != Failure::kNone) co_return o;
+  // A named object, not a temporary: GCC 12 destroys a temporary argument of a coroutine twice.
+  const Attempt attempt{host.name, port, proxy_.options.session_id, rec.protocol, {}, {}, {}};
+  o = co_await Check(rec, attempt);
   if (o.failure != Failure::kNone) co_return o;
   co_return co_await Connect(rec, host, port);
 }
@@ -878,7 +941,8 @@ asio::awaitable<void> Session::ServeHttp(bool first) {
       co_await SendHttpError(400, "bad request: " + head.status().message());
       co_return;
     }
-    if (!proxy_.options.credentials.empty()) current_head_.assign(inbuf_, 0, head_len);
+    if (!proxy_.options.credentials.empty() || proxy_.options.check)
+      current_head_.assign(inbuf_, 0, head_len);
     inbuf_.erase(0, head_len);
     SetPhase(Phase::kActive);
     if (head->method == "CONNECT") {
@@ -1011,6 +1075,18 @@ asio::awaitable<bool> Session::ServeHttpRequest(const http::RequestHead& head, E
     }
   } else {
     o = Decide(rec, url->authority.host, url->authority.port, &host);
+  }
+  if (o.failure == Failure::kNone && proxy_.options.check) {
+    // Every request is checked, kept-alive and intercepted ones too: each one can carry data.
+    Attempt attempt{host.name, url->authority.port, proxy_.options.session_id, rec.protocol, {}, {}, {}};
+    const std::string url_host =
+        host.name.find(':') != std::string::npos ? "[" + host.name + "]" : host.name;
+    attempt.target = std::string(intercepted_ ? "https://" : "http://") + url_host + ":" +
+                     std::to_string(url->authority.port) + url->origin_form;
+    const size_t line_end = current_head_.find("\r\n");
+    if (line_end != std::string::npos) attempt.headers = current_head_.substr(line_end + 2);
+    attempt.body = co_await BodyForCheck(*framing);
+    o = co_await Check(rec, attempt);
   }
   if (o.failure == Failure::kNone && !intercepted_) {
     const std::string key = host.name + ":" + std::to_string(url->authority.port);

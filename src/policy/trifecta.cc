@@ -648,14 +648,11 @@ std::optional<FlowSource> CarriesPrivate(const FlowView& state, std::string_view
   return std::nullopt;
 }
 
-TrifectaCheck CheckCall(const FlowView& state, const InFlightLegs& in_flight,
-                        const TrifectaSettings& settings, const FlowSpec* flow, LabelSet labels,
-                        const json& arguments) {
-  TrifectaCheck out;
-  if (!(labels & kExternalSend)) return out;
-  const LabelSet held = state.legs() | in_flight.legs;
+namespace {
 
-  // Who brought each leg, for the reason and the approver.
+// One line per leg held, naming the calls that brought it (finished ones, then one running).
+std::vector<std::string> LegLines(const FlowView& state, const InFlightLegs& in_flight) {
+  const LabelSet held = state.legs() | in_flight.legs;
   auto leg_text = [&](Label leg) {
     std::vector<FlowSource> sources = state.sources(leg);
     uint64_t count = state.source_count(leg);
@@ -667,9 +664,21 @@ TrifectaCheck CheckCall(const FlowView& state, const InFlightLegs& in_flight,
     }
     return SourcesText(sources, count);
   };
-  if (held & kUntrustedOutput)
-    out.legs.push_back("untrusted content from " + leg_text(kUntrustedOutput));
-  if (held & kPrivateOutput) out.legs.push_back("private data from " + leg_text(kPrivateOutput));
+  std::vector<std::string> lines;
+  if (held & kUntrustedOutput) lines.push_back("untrusted content from " + leg_text(kUntrustedOutput));
+  if (held & kPrivateOutput) lines.push_back("private data from " + leg_text(kPrivateOutput));
+  return lines;
+}
+
+}  // namespace
+
+TrifectaCheck CheckCall(const FlowView& state, const InFlightLegs& in_flight,
+                        const TrifectaSettings& settings, const FlowSpec* flow, LabelSet labels,
+                        const json& arguments) {
+  TrifectaCheck out;
+  if (!(labels & kExternalSend)) return out;
+  const LabelSet held = state.legs() | in_flight.legs;
+  out.legs = LegLines(state, in_flight);
 
   static const std::vector<JsonPattern> kNone;
   const std::vector<JsonPattern>& dests = flow ? flow->destinations : kNone;
@@ -751,6 +760,35 @@ TrifectaCheck CheckCall(const FlowView& state, const InFlightLegs& in_flight,
     return out;
   }
   for (const std::string& w : why) out.reason += (out.reason.empty() ? "" : "; ") + w;
+  return out;
+}
+
+TrifectaCheck CheckSandboxEgress(const FlowView& state, const InFlightLegs& in_flight,
+                                 const TrifectaSettings& settings, bool approved,
+                                 std::string_view destination,
+                                 const std::vector<std::string_view>& parts) {
+  TrifectaCheck out;
+  const LabelSet held = state.legs() | in_flight.legs;
+  if (!((held & kUntrustedOutput) && (held & kPrivateOutput))) return out;
+  std::optional<FlowSource> carried;
+  if (settings.fingerprints && state.print_count() > 0) {
+    for (std::string_view part : parts) {
+      if (!part.empty() && (carried = CarriesPrivate(state, part))) break;
+    }
+  }
+  if (approved && !carried) return out;  // a person let this code send while both legs were held
+  out.effect = settings.effect;
+  out.rule = "trifecta";
+  out.legs = LegLines(state, in_flight);
+  if (approved) {
+    out.reason = "the sandbox's code sends private data from " + SourceText(*carried) + " to " +
+                 std::string(destination) +
+                 " (the call was approved to send, not to send that)";
+  } else {
+    out.reason = "the sandbox's code sends to " + std::string(destination) +
+                 " while the session holds " + out.legs[0] + " and " + out.legs[1];
+    if (carried) out.reason += "; the request carries private data from " + SourceText(*carried);
+  }
   return out;
 }
 

@@ -192,4 +192,16 @@ TrifectaCheck CheckCall(const FlowView& state, const InFlightLegs& in_flight,
 // A text for the egress path: whether it carries private data of the session (fingerprints on).
 std::optional<FlowSource> CarriesPrivate(const FlowView& state, std::string_view text);
 
+// One connection or plain HTTP request that the code of a running sandbox__exec makes, past its
+// profile's allow-list (docs/trifecta.md, "Sandbox egress"): `destination` is "host:port",
+// `parts` what the request carries (its URL, header lines and body start; nothing for a tunnel,
+// whose bytes are not looked at). With untrusted and private both held (or in flight), the
+// settings' effect; but when a person approved the call under the trifecta (`approved`), only a
+// request carrying a fragment of private data (fingerprints on) is stopped. No leg or one: allow
+// (the allow-list is what says where the sandbox may go).
+TrifectaCheck CheckSandboxEgress(const FlowView& state, const InFlightLegs& in_flight,
+                                 const TrifectaSettings& settings, bool approved,
+                                 std::string_view destination,
+                                 const std::vector<std::string_view>& parts);
+
 }  // namespace warden::policy

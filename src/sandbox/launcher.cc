@@ -81,7 +81,9 @@ std::string LauncherBinary() {
 
 Result<pid_t> SpawnRun(const Options& options, const SpawnIo& io) {
   if (options.argv.empty()) return Status::Error("sandbox launch: no command");
-  return SpawnWarden(RunArgs(options, io.record_fd >= 0 ? "/dev/fd/3" : ""), io);
+  std::vector<std::string> args = RunArgs(options, io.record_fd >= 0 ? "/dev/fd/3" : "");
+  if (io.decision_fd >= 0) args.insert(args.begin() + 1, {"--decision-fd", "4"});
+  return SpawnWarden(std::move(args), io);
 }
 
 Result<pid_t> SpawnWarden(std::vector<std::string> args, const SpawnIo& io) {
@@ -103,17 +105,17 @@ Result<pid_t> SpawnWarden(std::vector<std::string> args, const SpawnIo& io) {
   posix_spawn_file_actions_init(&fa);
   // Each target fd is set with dup2 from its source; a source equal to its target has its
   // close-on-exec flag cleared by dup2 in glibc (>= 2.29 semantics for posix_spawn).
-  int targets[] = {0, 1, 2, 3};
-  int sources[] = {io.stdin_fd, io.stdout_fd, io.stderr_fd, io.record_fd};
-  for (int i = 0; i < 4; ++i) {
+  int targets[] = {0, 1, 2, 3, 4};
+  int sources[] = {io.stdin_fd, io.stdout_fd, io.stderr_fd, io.record_fd, io.decision_fd};
+  for (int i = 0; i < 5; ++i) {
     if (sources[i] >= 0) {
       posix_spawn_file_actions_adddup2(&fa, sources[i], targets[i]);
     } else if (i < 3) {
       posix_spawn_file_actions_addopen(&fa, targets[i], "/dev/null", i == 0 ? O_RDONLY : O_WRONLY, 0);
     }
   }
-  // Everything else the parent has open stays behind: close-on-exec for fds above 3.
-  posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+  // Everything else the parent has open stays behind.
+  posix_spawn_file_actions_addclosefrom_np(&fa, 5);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none;

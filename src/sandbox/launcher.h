@@ -36,12 +36,15 @@ struct SpawnIo {
   int stdout_fd = -1;  // -1: /dev/null
   int stderr_fd = -1;  // -1: /dev/null
   int record_fd = -1;  // when >= 0, passed as fd 3 and the record is written to /dev/fd/3
+  // When >= 0 (SpawnRun only), passed as fd 4 with `--decision-fd 4`: the child's end of the
+  // session check's channel (egress/decision_channel.h).
+  int decision_fd = -1;
   // Added to the child's environment (beside PATH): the values of Options::inherit_env.
   std::map<std::string, std::string> env;
 };
 
 // Spawns `LauncherBinary() run ...` for `options` with the given descriptors as its stdio and
-// returns its pid. The source descriptors must be above 3 (or equal to their target)
+// returns its pid. The source descriptors must be above 4 (or equal to their target)
 // (the caller waits for it; its exit status is the command's, per `warden run`).
 // The child gets only those descriptors and a clean environment (PATH and io.env). Thread-safe.
 Result<pid_t> SpawnRun(const Options& options, const SpawnIo& io);

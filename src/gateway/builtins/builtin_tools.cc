@@ -16,6 +16,7 @@
 #include <set>
 
 #include "common/unique_fd.h"
+#include "egress/decision_channel.h"
 #include "egress/host_name.h"
 #include "gateway/builtins/exec_pool.h"
 #include "gateway/builtins/web_fetch.h"
@@ -692,7 +693,8 @@ void CountRun(const monitor::Families& metrics, const json& record, const std::s
 
 CallResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& profile,
                           const std::shared_ptr<CancelToken>& cancel, const ExecPool* pool,
-                          const std::map<std::string, std::string>& launch_env) {
+                          const std::map<std::string, std::string>& launch_env,
+                          const EgressCheck& egress_check) {
   sandbox::Options o = profile;
   o.argv = request.argv;
   if (request.timeout_ms && (o.timeout_ms == 0 || *request.timeout_ms < o.timeout_ms))
@@ -749,10 +751,27 @@ CallResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
     // The sandbox is a `warden run` child: the gateway is multi-threaded (sandbox/launcher.h).
     sandbox::SpawnIo io{.stdin_fd = stdin_fd, .stdout_fd = out->get(), .stderr_fd = err->get()};
     io.env = launch_env;  // the egress credentials' values, for the child's proxy alone
+    // The session check: every attempt the child's allow-list lets through is put to it.
+    std::unique_ptr<egress::DecisionServer> decisions;
+    UniqueFd child_end;
+    if (egress_check && o.net == sandbox::NetMode::kProxy) {
+      auto channel = egress::MakeDecisionChannel();
+      if (!channel) return SetupFailure(channel.status().message());
+      child_end = std::move(channel->second);
+      io.decision_fd = child_end.get();
+      decisions = std::make_unique<egress::DecisionServer>(
+          std::move(channel->first), [&egress_check](const egress::Attempt& a) {
+            const std::string host = a.host.find(':') != std::string::npos ? "[" + a.host + "]" : a.host;
+            auto why = egress_check(host + ":" + std::to_string(a.port),
+                                    {a.target, a.headers, a.body});
+            return why ? egress::Decision::Deny(*why) : egress::Decision::Defer();
+          });
+    }
     std::function<void(pid_t)> on_started;
     if (cancel) on_started = [&cancel](pid_t pid) { KillOnCancel(cancel, pid); };
     record = sandbox::RunViaLauncher(o, io, on_started);
     if (cancel) cancel->OnCancel({});
+    if (decisions) decisions->Stop();  // the child is gone: nothing more will ask
     if (workspace && !request.outputs.empty()) collected = workspace->Collect(request.outputs);
   }
   if (cancel && cancel->cancelled()) {
@@ -816,7 +835,8 @@ BuiltinTools BuiltinTools::Default(const ExecPoolSlot* pools) {
                if (!request) return request.status();
                // Held to the end of the call: a reload may replace the pool meanwhile.
                std::shared_ptr<const ExecPool> pool = pools ? pools->Current() : nullptr;
-               return RunSandboxExec(*request, env.profile, env.cancel, pool.get(), env.launch_env);
+               return RunSandboxExec(*request, env.profile, env.cancel, pool.get(), env.launch_env,
+                                     env.trifecta_egress);
              }});
   tools.Add({.name = "web__fetch",
              .server = "web",

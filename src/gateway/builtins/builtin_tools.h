@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -84,10 +85,18 @@ Result<ExecRequest> ParseExecArguments(const nlohmann::json& arguments);
 // sandbox whose own workspace gets the files before the command starts; the result is the same
 // (CallResult::execution says "pre-warmed pool"). When the pool cannot take the call (not
 // running, refused), it runs cold.
+//
+// `egress_check`, when set and the profile has egress (net: proxy), judges every connection and
+// plain HTTP request the code makes past the allow-list (ToolEnv::trifecta_egress); the launcher
+// asks it over a socket pair (egress/decision_channel.h) and a reason refuses the attempt. Such a
+// call never runs pooled (pooled sandboxes have no network).
+using EgressCheck = std::function<std::optional<std::string>(
+    std::string_view destination, const std::vector<std::string_view>& parts)>;
 CallResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& profile,
                           const std::shared_ptr<CancelToken>& cancel = nullptr,
                           const ExecPool* pool = nullptr,
-                          const std::map<std::string, std::string>& launch_env = {});
+                          const std::map<std::string, std::string>& launch_env = {},
+                          const EgressCheck& egress_check = {});
 
 // What a built-in tool runs with, besides its arguments.
 struct ToolEnv {
@@ -101,6 +110,10 @@ struct ToolEnv {
   // host): the calling session's trifecta verdict on the call with `arguments`, now, with the
   // other calls in flight; a reason refuses. Null: the call has no trifecta state (tests).
   std::function<std::optional<std::string>(const nlohmann::json& arguments)> trifecta_recheck;
+  // For sandbox__exec with egress: the calling session's trifecta verdict, now, on one attempt of
+  // the sandbox's code to reach `destination` ("host:port") carrying `parts` (a request's URL,
+  // header lines and body start; none for a tunnel); a reason refuses. Null: not checked (tests).
+  EgressCheck trifecta_egress;
 };
 
 // A built-in tool as the gateway lists and runs it.

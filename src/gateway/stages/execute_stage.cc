@@ -60,7 +60,10 @@ StageOutcome ExecuteStage::Run(CallContext& call) {
   ToolEnv env{.profile = std::move(profile), .policy = call.policy.get(), .cancel = call.cancel};
   if (const SandboxLaunchEnv* launch = call.state.Find<SandboxLaunchEnv>()) env.launch_env = launch->env;
   if (const TrifectaCall* t = call.state.Find<TrifectaCall>(); t != nullptr && t->tracker != nullptr)
+  {
     env.trifecta_recheck = TrifectaRecheck(*t);
+    env.trifecta_egress = TrifectaEgressCheck(*t);
+  }
   auto result = tool->run(call.arguments, env);
   if (!result)
     return StageOutcome::Deny(Refusal::kInvalidArguments, "invalid arguments for " + call.tool +

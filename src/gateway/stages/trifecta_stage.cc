@@ -53,6 +53,7 @@ class TrifectaStage : public Stage {
       return StageOutcome::Deny(Refusal::kDenied, reason, check->rule);
     }
     // ask: the approval stage holds the call, and the approver sees the legs.
+    mine.asked = true;
     if (d.effect == policy::Effect::kAsk) {
       d.reason += "; " + reason;
     } else {

@@ -178,24 +178,45 @@ policy::InFlightLegs FlowTracker::InFlight(const std::vector<Entry*>& entries, u
   return in_flight;
 }
 
-Result<policy::TrifectaCheck> FlowTracker::Recheck(const Ticket& ticket,
-                                                   const policy::TrifectaSettings& settings,
-                                                   const policy::FlowSpec* flow,
-                                                   policy::LabelSet labels,
-                                                   const nlohmann::json& arguments) {
-  std::lock_guard lock(mu_);
+Result<std::vector<FlowTracker::Entry*>> FlowTracker::EntriesOf(const Ticket& ticket) {
   std::vector<Entry*> entries;
-  std::vector<const policy::FlowState*> states;
   for (const std::string& k : ticket.keys) {
     auto it = entries_.find(k);
     // Keys with calls in flight are never evicted: a missing one is a ticket of another tracker.
     if (it == entries_.end() || !it->second.running.contains(ticket.id))
       return Status::Error("the call is not in flight under " + k);
     entries.push_back(&it->second);
-    states.push_back(&it->second.state);
   }
-  return policy::CheckCall(policy::FlowView(std::move(states)), InFlight(entries, ticket.id),
-                           settings, flow, labels, arguments);
+  return entries;
+}
+
+policy::FlowView FlowTracker::StatesOf(const std::vector<Entry*>& entries) {
+  std::vector<const policy::FlowState*> states;
+  for (const Entry* e : entries) states.push_back(&e->state);
+  return policy::FlowView(std::move(states));
+}
+
+Result<policy::TrifectaCheck> FlowTracker::Recheck(const Ticket& ticket,
+                                                   const policy::TrifectaSettings& settings,
+                                                   const policy::FlowSpec* flow,
+                                                   policy::LabelSet labels,
+                                                   const nlohmann::json& arguments) {
+  std::lock_guard lock(mu_);
+  auto entries = EntriesOf(ticket);
+  if (!entries) return entries.status();
+  return policy::CheckCall(StatesOf(*entries), InFlight(*entries, ticket.id), settings, flow,
+                           labels, arguments);
+}
+
+Result<policy::TrifectaCheck> FlowTracker::CheckEgress(const Ticket& ticket,
+                                                       const policy::TrifectaSettings& settings,
+                                                       bool approved, std::string_view destination,
+                                                       const std::vector<std::string_view>& parts) {
+  std::lock_guard lock(mu_);
+  auto entries = EntriesOf(ticket);
+  if (!entries) return entries.status();
+  return policy::CheckSandboxEgress(StatesOf(*entries), InFlight(*entries, ticket.id), settings,
+                                    approved, destination, parts);
 }
 
 Status FlowTracker::Finish(const Ticket& ticket, const policy::FlowFacts& facts) {
@@ -247,6 +268,22 @@ std::function<std::optional<std::string>(const nlohmann::json& arguments)> Trife
     if (check->effect == policy::Effect::kAsk)
       why += " (a person would have to approve it, and a call already running cannot wait for "
              "one: ask for it as a call of its own)";
+    return why;
+  };
+}
+
+std::function<std::optional<std::string>(std::string_view destination,
+                                         const std::vector<std::string_view>& parts)>
+TrifectaEgressCheck(const TrifectaCall& call) {
+  return [call](std::string_view destination,
+                const std::vector<std::string_view>& parts) -> std::optional<std::string> {
+    auto check = call.tracker->CheckEgress(call.ticket, call.settings, call.asked, destination, parts);
+    if (!check)
+      return "the session's trifecta state could not be read: " + check.status().message();
+    if (check->effect == policy::Effect::kAllow) return std::nullopt;
+    std::string why = "trifecta: " + check->reason;
+    if (check->effect == policy::Effect::kAsk)
+      why += " (a person would have to approve it, and a running sandbox cannot wait for one)";
     return why;
   };
 }

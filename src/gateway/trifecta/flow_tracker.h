@@ -68,6 +68,12 @@ class FlowTracker {
                                         const policy::TrifectaSettings& settings,
                                         const policy::FlowSpec* flow, policy::LabelSet labels,
                                         const nlohmann::json& arguments);
+  // A sandbox the call started connects (CheckSandboxEgress): decided against its keys' state now
+  // and the other calls in flight. Errors: as Recheck.
+  Result<policy::TrifectaCheck> CheckEgress(const Ticket& ticket,
+                                            const policy::TrifectaSettings& settings, bool approved,
+                                            std::string_view destination,
+                                            const std::vector<std::string_view>& parts);
   // The call ended: takes it out of flight and adds what it brought (empty facts: it did not run),
   // storing them. Errors: the row could not be stored (the state in memory has it anyway).
   Status Finish(const Ticket& ticket, const policy::FlowFacts& facts);
@@ -91,6 +97,9 @@ class FlowTracker {
   // (the call's other keys, whose entries the caller holds pointers to) are never evicted.
   Result<Entry*> Load(const std::string& key, bool per_caller, uint64_t window_ms,
                       const std::vector<std::string>& keep);
+  // The entries of a ticket's keys (mu_ held). Error: the call is not in flight under one.
+  Result<std::vector<Entry*>> EntriesOf(const Ticket& ticket);
+  static policy::FlowView StatesOf(const std::vector<Entry*>& entries);
   // The legs of the calls running under `entries`, but call `except` (0: none).
   static policy::InFlightLegs InFlight(const std::vector<Entry*>& entries, uint64_t except);
   void Touch(Entry* entry);
@@ -112,6 +121,8 @@ struct TrifectaCall {
   policy::LabelSet labels = 0;
   const policy::FlowSpec* flow = nullptr;  // the deciding rule's, inside call.policy
   policy::TrifectaSettings settings;       // the call's, for Recheck
+  // The trifecta sent the call to a person (so, if it runs, one approved it with the legs shown).
+  bool asked = false;
 };
 
 // ToolEnv::trifecta_recheck for `call`: Recheck on the call's ticket, labels, rule and settings;
@@ -119,5 +130,12 @@ struct TrifectaCall {
 // person) or the state cannot be read. Used while the call runs, so `call.flow` stays valid.
 std::function<std::optional<std::string>(const nlohmann::json& arguments)> TrifectaRecheck(
     const TrifectaCall& call);
+
+// ToolEnv::trifecta_egress for `call`: CheckEgress on the call's ticket and settings, approved
+// when the trifecta asked a person about the call; a reason when the answer is not allow (ask
+// included: a running sandbox cannot wait for a person) or the state cannot be read.
+std::function<std::optional<std::string>(std::string_view destination,
+                                         const std::vector<std::string_view>& parts)>
+TrifectaEgressCheck(const TrifectaCall& call);
 
 }  // namespace warden::gateway
