@@ -16,9 +16,13 @@ namespace warden::gateway::testing {
 
 inline constexpr const char* kPython = "/usr/bin/python3";
 
-// The server: a few paths, each a behaviour the tests need. Prints its port, then serves.
+// The server: a few paths, each a behaviour the tests need (/count: how many requests to the
+// others it has had). Prints its port, then serves.
 inline constexpr const char* kServerScript = R"PY(
-import http.server, socketserver, ssl, sys, time, urllib.parse
+import http.server, socketserver, ssl, sys, threading, time, urllib.parse
+
+hits = [0]
+hits_lock = threading.Lock()
 
 class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
@@ -36,6 +40,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         url = urllib.parse.urlparse(self.path)
         q = dict(urllib.parse.parse_qsl(url.query))
+        if url.path == "/count":
+            with hits_lock:
+                self.send(200, str(hits[0]).encode())
+            return
+        with hits_lock:
+            hits[0] += 1
         if url.path == "/text":
             self.send(200, b"hello from the test server\n")
         elif url.path == "/echo-host":

@@ -2,6 +2,7 @@
 // inside the sandbox, real servers on the host's loopback started by the tests, and the attacks:
 // denied hosts, skipping the proxy, private and metadata addresses in every spelling, UDP out.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -312,6 +313,85 @@ TEST(Egress, EgressCredentialMistakesAre125NamingTheCredential) {
   auto d = RunWarden(both);
   EXPECT_EQ(d.exit_code, 125);
   EXPECT_NE(d.err.find("the sandbox may only see the placeholder"), std::string::npos) << d.err;
+}
+
+// The gateway's session check (--decision-fd, egress/decision_channel.h), answered here by a
+// stand-in for the gateway that speaks the wire format with raw sockets: it refuses whatever
+// carries "secret" and lets the rest go. The sandbox's code cannot see the channel.
+TEST(Egress, TheSessionCheckOnADecisionFdDecidesEachRequestAndIsNotTheSandboxs) {
+  LoopbackHttpServer server("hello-from-host");
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds), 0);
+  std::atomic<int> asked{0};
+  std::thread gateway([&] {
+    char buf[200000];
+    for (;;) {
+      ssize_t n = recv(fds[0], buf, sizeof buf, 0);
+      if (n <= 0) return;
+      std::string message(buf, static_cast<size_t>(n));
+      auto head = nlohmann::json::parse(message.substr(0, message.find('\n')));
+      const bool refuse = message.find("secret") != std::string::npos;
+      nlohmann::json answer = {{"id", head["id"]}, {"allow", !refuse}, {"reason", refuse ? "test says no" : ""}};
+      std::string text = answer.dump();
+      ++asked;
+      if (send(fds[0], text.data(), text.size(), MSG_NOSIGNAL) < 0) return;
+    }
+  });
+  const std::string url = "http://allowed.test:" + std::to_string(server.port());
+  std::vector<std::string> flags = AllowLocal("allowed.test", server.port());
+  flags.insert(flags.begin(), {"--decision-fd", std::to_string(fds[1])});
+  Invocation inv;
+  inv.args = {"run"};
+  inv.args.insert(inv.args.end(), flags.begin(), flags.end());
+  inv.args.insert(inv.args.end(),
+                  {"--", "sh", "-c",
+                   "curl -sS " + url + "/fine; echo; curl -sS -d 'the secret' " + url + "/post; echo; "
+                   "ls -l /proc/self/fd/ | grep -c socket || true"});
+  inv.inherit_fds = {fds[1]};
+  auto r = RunWarden(inv);
+  close(fds[1]);
+  shutdown(fds[0], SHUT_RDWR);
+  gateway.join();
+  close(fds[0]);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("hello-from-host\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("warden egress: denied: session check: test says no"), std::string::npos) << r.out;
+  EXPECT_TRUE(r.out.ends_with("\n0\n")) << r.out;  // no socket among the code's descriptors
+  EXPECT_EQ(asked.load(), 2);
+  EXPECT_EQ(server.requests(), 1);
+  ASSERT_EQ(r.record["egress"].size(), 2u) << r.record.dump();
+  EXPECT_EQ(r.record["egress"][1]["allowed"], false);
+  EXPECT_EQ(r.record["egress"][1]["rule_or_reason"], "session check: test says no");
+}
+
+TEST(Egress, DecisionFdMistakesAre125NamingTheFd) {
+  Invocation closed;
+  closed.args = {"run", "--allow", "api.example.com", "--decision-fd", "57", "--", "true"};
+  auto a = RunWarden(closed);
+  EXPECT_EQ(a.exit_code, 125);
+  EXPECT_NE(a.err.find("--decision-fd 57: not an open descriptor"), std::string::npos) << a.err;
+
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  Invocation pipe_fd;
+  pipe_fd.args = {"run", "--allow", "api.example.com", "--decision-fd", std::to_string(p[0]), "--", "true"};
+  pipe_fd.inherit_fds = {p[0]};
+  auto b = RunWarden(pipe_fd);
+  close(p[0]);
+  close(p[1]);
+  EXPECT_EQ(b.exit_code, 125);
+  EXPECT_NE(b.err.find("not a SOCK_SEQPACKET socket"), std::string::npos) << b.err;
+
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds), 0);
+  Invocation no_net;
+  no_net.args = {"run", "--decision-fd", std::to_string(fds[1]), "--", "true"};
+  no_net.inherit_fds = {fds[1]};
+  auto c = RunWarden(no_net);
+  close(fds[0]);
+  close(fds[1]);
+  EXPECT_EQ(c.exit_code, 125);
+  EXPECT_NE(c.err.find("only a sandbox with --net proxy"), std::string::npos) << c.err;
 }
 
 }  // namespace

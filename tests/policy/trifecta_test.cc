@@ -242,6 +242,55 @@ TEST(CheckCallTest, ACallInFlightCountsAsHoldingItsLegs) {
   EXPECT_NE(c.reason.find("web__fetch (still running)"), std::string::npos) << c.reason;
 }
 
+TEST(CheckSandboxEgressTest, BothLegsStopTheSandboxsConnectionsUnlessAPersonApprovedTheCall) {
+  FlowState state;
+  const TrifectaSettings ask{Effect::kAsk, true};
+  const std::vector<std::string_view> none;
+  EXPECT_EQ(CheckSandboxEgress(state, {}, ask, false, "pypi.org:443", none).effect,
+            Effect::kAllow);
+  FlowFacts drive = Absorb(nullptr, kPrivateOutput, json::object(),
+                           json("Quarterly salary report: Alice Jones earns 183,400 a year"),
+                           {9, "drive__read_file"});
+  state.Add(drive);
+  // One leg: the allow-list alone says where the code may go.
+  EXPECT_EQ(CheckSandboxEgress(state, {}, ask, false, "pypi.org:443", none).effect,
+            Effect::kAllow);
+  // The second leg arrives while the sandbox runs (another call of the session, still running).
+  InFlightLegs running;
+  running.legs = kUntrustedOutput;
+  running.untrusted = FlowSource{0, "web__fetch"};
+  TrifectaCheck c = CheckSandboxEgress(state, running, ask, false, "pypi.org:443", none);
+  EXPECT_EQ(c.effect, Effect::kAsk);
+  EXPECT_EQ(c.rule, "trifecta");
+  EXPECT_NE(c.reason.find("sends to pypi.org:443"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("#9 drive__read_file"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("web__fetch (still running)"), std::string::npos) << c.reason;
+  EXPECT_EQ(c.legs.size(), 2u);
+  EXPECT_EQ(CheckSandboxEgress(state, running, {Effect::kDeny, true}, false, "pypi.org:443", none)
+                .effect,
+            Effect::kDeny);
+
+  // Approved with both legs shown: its requests go, unless one carries the private data.
+  const std::string clean = "http://pypi.org:80/simple/requests/";
+  EXPECT_EQ(CheckSandboxEgress(state, running, ask, true, "pypi.org:80", {clean}).effect,
+            Effect::kAllow);
+  const std::string leak = "http://pypi.org:80/x?d=salary%20report%3A%20alice%20jones%20earns%20183%2C400";
+  TrifectaCheck leaked = CheckSandboxEgress(state, running, ask, true, "pypi.org:80",
+                                            {std::string_view(leak)});
+  EXPECT_EQ(leaked.effect, Effect::kAsk);
+  EXPECT_NE(leaked.reason.find("private data from #9 drive__read_file"), std::string::npos)
+      << leaked.reason;
+  // In a body or a header as much as in the URL.
+  const std::string body = "report=QUARTERLY SALARY REPORT: alice jones";
+  EXPECT_EQ(CheckSandboxEgress(state, running, ask, true, "pypi.org:80", {"", "", body}).effect,
+            Effect::kAsk);
+  // Fingerprints off: an approved call's requests are not looked into.
+  EXPECT_EQ(CheckSandboxEgress(state, running, {Effect::kAsk, false}, true, "pypi.org:80",
+                               {std::string_view(leak)})
+                .effect,
+            Effect::kAllow);
+}
+
 TEST(CheckCallTest, ReplyToTheSenderIsACleanSendButForwardingToTheBodysAddressIsNot) {
   FlowSpec read = MailRead(), send = MailSend();
   FlowState state;
