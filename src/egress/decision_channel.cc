@@ -104,6 +104,23 @@ struct DecisionClient::Shared {
   std::unordered_map<uint64_t, DecisionDone> pending;
   uint64_t next_id = 1;
   bool closed = false;
+  // Started by the first check, on the proxy's thread: `warden run` must still be single-threaded
+  // when it clones the sandbox (sandbox.h), and the proxy starts only after that.
+  std::thread reader;
+  bool reader_started = false;
+
+  void StartReader() {
+    std::lock_guard lock(mu);
+    if (closed || reader_started) return;
+    reader_started = true;
+    reader = std::thread([this] {
+      try {
+        DecisionClient::ReadAnswers(*this);
+      } catch (...) {  // out of memory: what waits is refused below
+      }
+      Close();
+    });
+  }
 
   // Refuses everything waiting, once the channel is gone.
   void Close() {
@@ -128,15 +145,7 @@ Result<std::unique_ptr<DecisionClient>> DecisionClient::Open(UniqueFd fd) {
   return std::unique_ptr<DecisionClient>(new DecisionClient(std::move(shared)));
 }
 
-DecisionClient::DecisionClient(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {
-  reader_ = std::thread([s = shared_] {
-    try {
-      ReadAnswers(*s);
-    } catch (...) {  // out of memory: what waits is refused below
-    }
-    s->Close();
-  });
-}
+DecisionClient::DecisionClient(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
 
 void DecisionClient::ReadAnswers(Shared& shared) {
   Shared* s = &shared;
@@ -168,8 +177,12 @@ void DecisionClient::ReadAnswers(Shared& shared) {
 }
 
 DecisionClient::~DecisionClient() {
+  {
+    std::lock_guard lock(shared_->mu);
+    shared_->closed = true;  // no reader starts from now on
+  }
   ::shutdown(shared_->fd.get(), SHUT_RDWR);  // wakes the reader with end of channel
-  if (reader_.joinable()) reader_.join();
+  if (shared_->reader.joinable()) shared_->reader.join();
   shared_->Close();
 }
 
@@ -181,6 +194,7 @@ AsyncCheck DecisionClient::check() const {
       done(Decision::Deny("the gateway's session check closed"));
       return;
     }
+    s->StartReader();
     uint64_t id;
     {
       std::lock_guard lock(s->mu);

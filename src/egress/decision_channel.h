@@ -31,7 +31,8 @@ inline constexpr size_t kMaxDecisionMessage = 192 * 1024;
 // A connected pair, both ends close-on-exec: first the gateway's, then the child's.
 Result<std::pair<UniqueFd, UniqueFd>> MakeDecisionChannel();
 
-// The child's end: check() asks, a thread of its own reads the answers. Every attempt asked after
+// The child's end: check() asks, a thread of its own (started by the first check, so that the
+// process is still single-threaded until its proxy runs) reads the answers. Every attempt asked after
 // the gateway closed its end, or whose message cannot be sent at once (the channel is full), is
 // refused at once; every attempt still waiting when the channel closes is refused then.
 class DecisionClient {
@@ -52,7 +53,6 @@ class DecisionClient {
   explicit DecisionClient(std::shared_ptr<Shared> shared);
   static void ReadAnswers(Shared& shared);
   std::shared_ptr<Shared> shared_;
-  std::thread reader_;
 };
 
 // The gateway's end: a thread that answers every attempt with `decide` (a throw refuses) until the
