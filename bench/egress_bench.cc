@@ -6,9 +6,14 @@
 //            through warden's egress proxy.
 // Both include curl's own start; the proxied run also includes the sandbox's start (~5 ms), which
 // is small against the transfer and is subtracted for the latency figure via an empty run.
+//   checked: the proxied small requests again with the gateway's session check (`--decision-fd`,
+//            docs/trifecta.md "Sandbox egress") answered by this process over the decision
+//            channel, on a session holding both legs and 2,000 private fingerprints, approved: the
+//            slowest answer there is (every request's URL and headers are looked into).
 //
 // usage: egress_bench [REQUESTS]   (default 2000 small requests)
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -17,12 +22,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "egress/decision_channel.h"
+#include "policy/trifecta.h"
 
 namespace {
 
@@ -115,18 +124,63 @@ int main(int argc, char** argv) {
   std::string proxied_small = warden + "curl -s --fail -K - < " + urls;
   std::string proxied_empty = warden + "true";
 
-  std::vector<double> db, pb, ds, ps, pe;
+  // The session check: a session that read a page and a private document, and a person approved.
+  warden::policy::FlowState state;
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "ledger line " + std::to_string(i * 7919) + " owed ";
+  state.Add(warden::policy::Absorb(nullptr, warden::policy::kPrivateOutput, nlohmann::json::object(),
+                                   nlohmann::json(text), {2, "drive__read_file"}));
+  state.Add(warden::policy::Absorb(nullptr, warden::policy::kUntrustedOutput,
+                                   nlohmann::json::object(), nlohmann::json("a page"),
+                                   {1, "web__fetch"}));
+  // One channel per run, as sandbox__exec makes one per call: the child shuts its end down at exit.
+  std::atomic<uint64_t> answered{0}, refused{0};
+  auto time_checked = [&](const std::string& command) -> double {
+    auto channel = warden::egress::MakeDecisionChannel();
+    if (!channel) {
+      std::fprintf(stderr, "egress_bench: %s\n", channel.status().message().c_str());
+      return -1;
+    }
+    const int child_fd = channel->second.get();
+    fcntl(child_fd, F_SETFD, 0);  // inherited by `warden run` through the shell
+    warden::egress::DecisionServer server(
+        std::move(channel->first), [&](const warden::egress::Attempt& a) {
+          auto c = warden::policy::CheckSandboxEgress(
+              state, {}, {warden::policy::Effect::kAsk, true}, true,
+              a.host + ":" + std::to_string(a.port), {a.target, a.headers, a.body});
+          if (c.effect == warden::policy::Effect::kAllow) return warden::egress::Decision::Defer();
+          ++refused;
+          return warden::egress::Decision::Deny(c.reason);
+        });
+    double t = Time(std::string(WARDEN_BIN) + " run --decision-fd " + std::to_string(child_fd) +
+                    " --allow bench.test:" + p + " --resolve bench.test=127.0.0.1 -- " + command);
+    channel->second.reset();
+    server.Stop();
+    answered += server.answered();
+    return t;
+  };
+  const std::string checked_small = "curl -sS --fail -K - < " + urls;
+
+  std::vector<double> db, pb, ds, ps, pe, cs, ce;
   for (int round = 0; round < 5; ++round) {  // interleaved
     db.push_back(Time(direct_big));
     pb.push_back(Time(proxied_big));
     ds.push_back(Time(direct_small));
     ps.push_back(Time(proxied_small));
     pe.push_back(Time(proxied_empty));
+    cs.push_back(time_checked(checked_small));
+    ce.push_back(time_checked("true"));
   }
   unlink(urls.c_str());
-  for (const auto* v : {&db, &pb, &ds, &ps, &pe}) {
+  const char* names[] = {"direct big", "proxied big", "direct small", "proxied small",
+                         "proxied empty", "checked small", "checked empty"};
+  int at = 0;
+  for (const auto* v : {&db, &pb, &ds, &ps, &pe, &cs, &ce}) {
+    const char* name = names[at++];
     if (std::any_of(v->begin(), v->end(), [](double x) { return x < 0; })) {
-      std::fprintf(stderr, "egress_bench: a transfer failed\n");
+      std::fprintf(stderr, "egress_bench: a transfer failed (%s; %llu answers, %llu refused)\n", name,
+                   static_cast<unsigned long long>(answered.load()),
+                   static_cast<unsigned long long>(refused.load()));
       return 1;
     }
   }
@@ -141,5 +195,11 @@ int main(int argc, char** argv) {
   std::printf("  direct            %8.0f req/s\n", direct_rps);
   std::printf("  through proxy     %8.0f req/s   (sandbox start %.1f ms subtracted)\n", proxied_rps, Median(pe) * 1000);
   std::printf("  added latency     %8.1f us per request\n", (1e6 / proxied_rps) - (1e6 / direct_rps));
+  double checked_rps = requests / (Median(cs) - Median(ce));
+  std::printf("  with session check%8.0f req/s   ratio to the proxy alone %.2f, %.1f us more per request"
+              " (%llu answers, %llu refused)\n",
+              checked_rps, checked_rps / proxied_rps, (1e6 / checked_rps) - (1e6 / proxied_rps),
+              static_cast<unsigned long long>(answered.load()),
+              static_cast<unsigned long long>(refused.load()));
   return 0;
 }
