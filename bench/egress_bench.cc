@@ -8,7 +8,7 @@
 // is small against the transfer and is subtracted for the latency figure via an empty run.
 //   checked: the proxied small requests again with the gateway's session check (`--decision-fd`,
 //            docs/trifecta.md "Sandbox egress") answered by this process over the decision
-//            channel, on a session holding both legs and 2,000 private fingerprints, approved: the
+//            channel, on a session holding both legs and 2,000 private ledger lines, approved: the
 //            slowest answer there is (every request's URL and headers are looked into).
 //
 // usage: egress_bench [REQUESTS]   (default 2000 small requests)
