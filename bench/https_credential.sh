@@ -41,7 +41,7 @@ PY
 python3 server.py & server=$!
 for _ in $(seq 100); do [ -s port ] && break; sleep 0.05; done
 port=$(cat port)
-loop="s=\$(date +%s%N); for i in \$(seq $n); do curl -s -o /dev/null -H \"X-Key: \$API_TOKEN\" https://allowed.test:$port/; done; e=\$(date +%s%N); echo \$(( (e-s)/($n*1000) ))"
+loop="s=\$(date +%s%N); for i in \$(seq $n); do curl -s -o /dev/null -H \"Authorization: Bearer \$API_TOKEN\" https://allowed.test:$port/; done; e=\$(date +%s%N); echo \$(( (e-s)/($n*1000) ))"
 common=(--allow "allowed.test:$port" --resolve allowed.test=127.0.0.1)
 for r in $(seq "$rounds"); do
   t=$(API_TOKEN=SecretValue12345 SSL_CERT_FILE="$dir/ca.pem" "$warden" run "${common[@]}" \

@@ -33,10 +33,12 @@ RunCommand::RunCommand(CLI::App& app) {
   s->add_option("--allow", allow_, "Allow egress to HOST[:PORT] (implies --net proxy)");
   s->add_option("--resolve", resolve_, "Map HOST=IP for the egress proxy");
   s->add_option("--egress-credential", credentials_,
-                "ENV=HOST[:PORT] or ENV=https://HOST[:PORT]: the sandbox sees $ENV as a placeholder; "
-                "the egress proxy puts this process's $ENV in its place in requests to HOST:PORT "
-                "only (for https://, inside TLS it terminates with a CA the sandbox trusts for "
-                "HOST alone)");
+                "ENV=HOST[:PORT] or ENV=https://HOST[:PORT], then optionally ;header=NAME "
+                "(default Authorization) and ;template=TEXT (default 'Bearer {}' for Authorization, "
+                "'{}' otherwise): the sandbox sees $ENV as a placeholder; the egress proxy sets "
+                "header NAME to TEXT with this process's $ENV for {} in every request to HOST:PORT, "
+                "replacing what the code sent there, and refuses the placeholder anywhere else "
+                "(for https://, inside TLS it terminates with a CA the sandbox trusts for HOST alone)");
   s->add_option("--backend", backend_, "Isolation backend: native (default), gvisor, microvm");
   s->add_option("--pool", pool_, "Run in a pre-warmed sandbox of the pool serving this socket (warden pool start)");
   s->add_option("--json", json_, "Write the result record to FILE ('-' for stderr)");
@@ -98,7 +100,8 @@ int RunCommand::Execute() {
         return Fail("--egress-credential " + spec.env + ": not set in warden's environment" +
                     (spec.secret.empty() ? "" : " (the gateway fills it from secret '" + spec.secret + "')"));
       }
-      auto made = egress::MakeEgressCredential(spec.env, spec.host, spec.port, value, spec.tls);
+      auto made = egress::MakeEgressCredential(spec.env, spec.host, spec.port, value, spec.tls,
+                                               spec.header, spec.value_template);
       if (!made) return Fail(made.status().message());
       credentials.push_back(std::move(*made));
     }

@@ -9,9 +9,70 @@
 
 namespace warden::egress {
 
+namespace {
+
+bool IsManagedField(std::string_view name) {
+  static constexpr std::string_view kManaged[] = {
+      "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te",
+      "trailer", "upgrade", "accept-encoding"};
+  for (auto m : kManaged) {
+    if (http::EqualsIgnoreCase(name, m)) return true;
+  }
+  return name.size() >= 6 && http::EqualsIgnoreCase(name.substr(0, 6), "proxy-");
+}
+
+std::string FillTemplate(const std::string& value_template, const std::string& value) {
+  std::string out = value_template;
+  const size_t at = out.find("{}");
+  out.replace(at, 2, value);
+  return out;
+}
+
+// The reason to refuse a request that carries c's placeholder `where` (never the value).
+std::string Misplaced(const EgressCredential& c, const std::string& where) {
+  return "the placeholder of credential " + c.name + " may only go to " + CredentialDestination(c) +
+         ", in its " + c.header + " header, where the proxy puts the value (it was in " + where + ")";
+}
+
+}  // namespace
+
+Result<CredentialPlacement> CheckCredentialPlacement(const std::string& what, std::string header,
+                                                     std::string value_template) {
+  CredentialPlacement p;
+  p.header = header.empty() ? std::string(kDefaultCredentialHeader) : std::move(header);
+  if (!http::IsToken(p.header)) {
+    return Status::Error(what + ": header '" + p.header +
+                         "' is not a field name (letters, digits and !#$%&'*+-.^_`|~)");
+  }
+  if (IsManagedField(p.header)) {
+    return Status::Error(what + ": header " + p.header +
+                         " is managed by the proxy (framing, hop-by-hop or encoding); name another");
+  }
+  if (value_template.empty()) {
+    value_template = http::EqualsIgnoreCase(p.header, kDefaultCredentialHeader)
+                         ? std::string(kDefaultAuthorizationTemplate)
+                         : "{}";
+  }
+  const size_t first = value_template.find("{}");
+  if (first == std::string::npos || value_template.find("{}", first + 2) != std::string::npos) {
+    return Status::Error(what + ": template '" + value_template +
+                         "' must hold {} (where the value goes) exactly once");
+  }
+  for (unsigned char c : value_template) {
+    if (c < 0x20 || c == 0x7f || c == ';') {
+      return Status::Error(what + ": the template holds a control character or ';'");
+    }
+  }
+  p.value_template = std::move(value_template);
+  return p;
+}
+
 Result<EgressCredential> MakeEgressCredential(std::string name, std::string_view host,
-                                              uint16_t port, std::string value, bool tls) {
+                                              uint16_t port, std::string value, bool tls,
+                                              std::string header, std::string value_template) {
   const std::string what = "credential " + name;
+  auto placement = CheckCredentialPlacement(what, std::move(header), std::move(value_template));
+  if (!placement) return placement.status();
   if (value.size() < kMinCredentialBytes) {
     return Status::Error(what + ": the value is " + std::to_string(value.size()) +
                          " bytes; at least " + std::to_string(kMinCredentialBytes) +
@@ -31,6 +92,8 @@ Result<EgressCredential> MakeEgressCredential(std::string name, std::string_view
   c.host = parsed->name;
   c.port = port;
   c.tls = tls;
+  c.header = std::move(placement->header);
+  c.value_template = std::move(placement->value_template);
   if (tls && parsed->address) {
     return Status::Error(what + ": a credential over HTTPS needs a host name, not an address");
   }
@@ -99,24 +162,87 @@ std::string CredentialDestination(const EgressCredential& c) {
 }
 
 GrantPlan PlanGrants(const std::vector<EgressCredential>& credentials, std::string_view host,
-                     uint16_t port, std::string_view head, bool tls) {
+                     uint16_t port, const http::RequestHead& head, bool tls) {
   GrantPlan plan;
+  const std::string request_line = head.method + " " + head.target;
   for (const EgressCredential& c : credentials) {
     // A TLS credential never goes out in clear text, even to its own host.
     const bool here = c.host == host && c.port == port && c.tls == tls;
-    const bool carried = head.find(c.placeholder) != std::string_view::npos;
     if (here) {
-      plan.request.push_back({c.placeholder, c.value, false, c.name});
+      plan.headers.push_back({c.header, FillTemplate(c.value_template, c.value)});
       plan.response.push_back({c.value, c.placeholder, false, c.name});
-      if (carried) plan.used.push_back(c.name);
-    } else {
-      const std::string reason =
-          "the placeholder of credential " + c.name + " may only go to " + CredentialDestination(c);
-      if (carried && plan.refused.empty()) plan.refused = reason;
-      plan.request.push_back({c.placeholder, "", true, reason});
+      plan.used.push_back(c.name);
+    }
+    plan.request.push_back({c.placeholder, "", true, Misplaced(c, "the request body")});
+    if (!plan.refused.empty()) continue;
+    if (request_line.find(c.placeholder) != std::string::npos) {
+      plan.refused = Misplaced(c, "the request line");
+      continue;
+    }
+    for (const http::HeaderField& f : head.headers) {
+      if (here && http::EqualsIgnoreCase(f.name, c.header)) continue;  // replaced as a whole
+      if (f.name.find(c.placeholder) != std::string::npos ||
+          f.value.find(c.placeholder) != std::string::npos) {
+        plan.refused = Misplaced(c, "header " + f.name);
+        break;
+      }
     }
   }
   return plan;
+}
+
+std::string RefuseTunnel(const std::vector<EgressCredential>& credentials, std::string_view request,
+                         std::string_view where) {
+  for (const EgressCredential& c : credentials) {
+    if (request.find(c.placeholder) != std::string_view::npos) return Misplaced(c, std::string(where));
+  }
+  return "";
+}
+
+std::string BuildGrantedRequestHead(const GrantPlan& plan, http::RequestHead head,
+                                    const http::AbsoluteUrl& url, bool close,
+                                    uint16_t default_port) {
+  if (plan.headers.empty()) return http::BuildUpstreamRequestHead(head, url, close, default_port);
+  std::erase_if(head.headers, [&plan](const http::HeaderField& f) {
+    if (http::EqualsIgnoreCase(f.name, "accept-encoding")) return true;
+    for (const auto& set : plan.headers) {
+      if (http::EqualsIgnoreCase(f.name, set.name)) return true;
+    }
+    return false;
+  });
+  std::string out = http::BuildUpstreamRequestHead(head, url, close, default_port);
+  std::string fields;
+  for (const auto& set : plan.headers) fields += set.name + ": " + set.value + "\r\n";
+  fields += "Accept-Encoding: identity\r\n";
+  out.insert(out.size() - 2, fields);  // before the empty line that ends the head
+  return out;
+}
+
+std::string UnmaskableResponse(const http::ResponseHead& head) {
+  int transfer_codings = 0;
+  for (const http::HeaderField& f : head.headers) {
+    if (http::EqualsIgnoreCase(f.name, "content-encoding")) {
+      std::string_view v = f.value;
+      while (!v.empty()) {
+        const size_t comma = v.find(',');
+        std::string_view item = v.substr(0, comma);
+        while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+        while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+        if (!item.empty() && !http::EqualsIgnoreCase(item, "identity")) {
+          // Not quoted: what the server sent could hold the value.
+          return "the answer has a Content-Encoding other than identity (the proxy asked for "
+                 "identity); an encoded answer cannot be masked";
+        }
+        if (comma == std::string_view::npos) break;
+        v.remove_prefix(comma + 1);
+      }
+    } else if (http::EqualsIgnoreCase(f.name, "transfer-encoding")) {
+      if (++transfer_codings > 1 || !http::EqualsIgnoreCase(f.value, "chunked")) {
+        return "the answer has a transfer coding other than one chunked; it cannot be masked";
+      }
+    }
+  }
+  return "";
 }
 
 void ReplaceAll(const std::vector<StreamRewriter::Rule>& rules, std::string& text) {

@@ -1,9 +1,12 @@
 // Credentials for sandboxed code that the code never holds (docs/egress.md, "Credentials"): the
-// sandbox sees a placeholder of the same length as the real value; the proxy puts the value in
-// place of the placeholder in requests to the one destination the credential is granted for
-// (plain HTTP to host:port, or HTTPS to it when `tls`, inside a tunnel the proxy terminates:
-// tls_intercept.h), puts the placeholder back in place of the value in what that host answers,
-// and refuses a request that carries the placeholder anywhere else. Pure code, no I/O.
+// sandbox sees a placeholder of the same length as the real value. The proxy itself puts the
+// value in one header field (`header`, as `value_template` with the value for its "{}") of every
+// request to the one destination the credential is granted for (plain HTTP to host:port, or
+// HTTPS to it when `tls`, inside a tunnel the proxy terminates: tls_intercept.h), replacing what
+// the code sent in that field; it refuses a request that carries the placeholder anywhere else
+// (request target, other fields, body, tunnels, other destinations), asks that destination for
+// unencoded answers and refuses an encoded one, and puts the placeholder back in place of the
+// value in what it answers. Pure code, no I/O.
 #pragma once
 
 #include <cstdint>
@@ -12,31 +15,54 @@
 #include <vector>
 
 #include "common/status.h"
+#include "egress/http_message.h"
 
 namespace warden::egress {
+
+// Where the value goes unless the grant says otherwise.
+inline constexpr std::string_view kDefaultCredentialHeader = "Authorization";
+// The template for Authorization; any other header gets the bare value ("{}").
+inline constexpr std::string_view kDefaultAuthorizationTemplate = "Bearer {}";
 
 struct EgressCredential {
   std::string name;         // the variable the sandbox sees it as (for messages and records)
   std::string host;         // normalised (ParseHost)
   uint16_t port = 80;
   bool tls = false;         // sent only inside an intercepted TLS tunnel to host:port
+  std::string header;       // the one field the value goes in (CredentialPlacement)
+  std::string value_template;  // that field's value: "{}" stands for the value
   std::string value;        // never enters the sandbox
   std::string placeholder;  // what the sandbox holds instead: random, value.size() characters
 };
 
-// Checks the value (at least kMinCredentialBytes, no control characters: it goes into header
-// fields) and the host, and draws a fresh placeholder. Errors name the credential.
+// Where the value goes: `header` empty means Authorization; `value_template` empty means
+// "Bearer {}" for Authorization and "{}" for any other header. Checks both: the header must be
+// a field name (RFC 9110 token) that is not one the proxy manages (Host, framing, hop-by-hop,
+// Proxy-*, Accept-Encoding); the template must hold "{}" exactly once and no control character
+// or ';'. Errors start with `what`.
+struct CredentialPlacement {
+  std::string header;
+  std::string value_template;
+};
+Result<CredentialPlacement> CheckCredentialPlacement(const std::string& what, std::string header,
+                                                     std::string value_template);
+
+// Checks the value (at least kMinCredentialBytes, no control characters: it goes into a header
+// field), the host and the placement, and draws a fresh placeholder. Errors name the credential
+// and never hold the value.
 constexpr size_t kMinCredentialBytes = 8;
 Result<EgressCredential> MakeEgressCredential(std::string name, std::string_view host,
-                                              uint16_t port, std::string value, bool tls = false);
+                                              uint16_t port, std::string value, bool tls = false,
+                                              std::string header = "",
+                                              std::string value_template = "");
 // "host:port", or "https://host:port" for a TLS credential: where it may go, for messages.
 std::string CredentialDestination(const EgressCredential& c);
 
 // Replaces byte strings by others of the same length in a stream cut into arbitrary pieces, so
-// that a body's framing (Content-Length, chunk sizes) stays right; or, for a `refuse` rule,
-// notes that the string went by. Keeps back the last (longest rule - 1) bytes of each piece,
-// which could be the start of a match, until the next piece or Flush. Matches split by chunked
-// framing are not seen (docs/egress.md).
+// that a body of known length keeps its framing; or, for a `refuse` rule, notes that the string
+// went by. Keeps back the last (longest rule - 1) bytes of each piece, which could be the start
+// of a match, until the next piece or Flush: a refused string never passes, not even in part.
+// Chunked bodies are fed decoded (the proxy frames them anew), so chunk boundaries hide nothing.
 class StreamRewriter {
  public:
   struct Rule {
@@ -65,18 +91,34 @@ class StreamRewriter {
   uint64_t replaced_ = 0;
 };
 
-// What the proxy does with one request to host:port: plain HTTP (or a CONNECT head), or, with
-// `tls`, a request inside an intercepted TLS tunnel.
+// What the proxy does with one HTTP request to host:port (plain, or with `tls` inside an
+// intercepted TLS tunnel).
 struct GrantPlan {
-  std::string refused;  // non-empty: the reason to refuse it (a placeholder going elsewhere)
-  std::vector<StreamRewriter::Rule> request;   // placeholder -> value, and refusals
-  std::vector<StreamRewriter::Rule> response;  // value -> placeholder
-  std::vector<std::string> used;               // credentials whose placeholder the head carries
+  std::string refused;  // non-empty: the reason to refuse it (a placeholder out of place)
+  // The fields the proxy sets (the value inside), replacing any of the same name the code sent.
+  std::vector<http::HeaderField> headers;
+  std::vector<StreamRewriter::Rule> request;   // refusals: every placeholder, in the body
+  std::vector<StreamRewriter::Rule> response;  // value -> placeholder, in the answers
+  std::vector<std::string> used;               // credentials put in
 };
-// `head` is the request head as the client sent it. Placeholders of credentials for another
-// destination in it refuse the request; the body is checked by the `request` rules.
+// `head` is the request head as the client sent it. Every placeholder anywhere in it refuses the
+// request, except a granted credential's in that credential's own header (which is replaced).
 GrantPlan PlanGrants(const std::vector<EgressCredential>& credentials, std::string_view host,
-                     uint16_t port, std::string_view head, bool tls = false);
+                     uint16_t port, const http::RequestHead& head, bool tls = false);
+// A tunnel's request (a CONNECT head, a SOCKS5 request's host): the reason to refuse it when it
+// carries any placeholder, else empty. Nothing is put into a tunnel.
+std::string RefuseTunnel(const std::vector<EgressCredential>& credentials, std::string_view request,
+                         std::string_view where);
+
+// The head to send upstream for a request the plan allows: as http::BuildUpstreamRequestHead,
+// with the fields the plan sets in place of the code's, and, when the plan puts a value in,
+// "Accept-Encoding: identity" in place of the code's (answers must come unencoded to be masked).
+std::string BuildGrantedRequestHead(const GrantPlan& plan, http::RequestHead head,
+                                    const http::AbsoluteUrl& url, bool close,
+                                    uint16_t default_port);
+// Why an answer to a request the plan put a value in cannot be masked (a Content-Encoding other
+// than identity, a transfer coding other than one "chunked"), or empty when it can.
+std::string UnmaskableResponse(const http::ResponseHead& head);
 
 // Every occurrence of each rule's `from` in `text` replaced (same-length rules only).
 void ReplaceAll(const std::vector<StreamRewriter::Rule>& rules, std::string& text);

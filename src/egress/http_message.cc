@@ -33,6 +33,10 @@ bool IsTchar(char c) {
   }
 }
 
+char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+}  // namespace
+
 bool IsToken(std::string_view s) {
   if (s.empty()) return false;
   for (char c : s) {
@@ -41,8 +45,6 @@ bool IsToken(std::string_view s) {
   return true;
 }
 
-char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -50,6 +52,8 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   }
   return true;
 }
+
+namespace {
 
 bool StartsWithIgnoreCase(std::string_view s, std::string_view prefix) {
   return s.size() >= prefix.size() && EqualsIgnoreCase(s.substr(0, prefix.size()), prefix);
@@ -387,7 +391,7 @@ std::string BuildClientResponseHead(const ResponseHead& head, bool close) {
   return out;
 }
 
-Result<size_t> ChunkedBodyTracker::Consume(std::string_view data) {
+Result<size_t> ChunkedBodyTracker::Consume(std::string_view data, std::string* payload) {
   size_t i = 0;
   auto hex = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
@@ -435,6 +439,7 @@ Result<size_t> ChunkedBodyTracker::Consume(std::string_view data) {
         break;
       case State::kData: {
         size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, data.size() - i));
+        if (payload != nullptr) payload->append(data.substr(i, n));
         i += n;
         remaining_ -= n;
         if (remaining_ == 0) state_ = State::kDataCr;

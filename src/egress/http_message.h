@@ -44,6 +44,10 @@ size_t FindHeadEnd(std::string_view buffer);
 Result<RequestHead> ParseRequestHead(std::string_view head);
 Result<ResponseHead> ParseResponseHead(std::string_view head);
 
+// Whether `s` is a non-empty RFC 9110 token (what a field name must be).
+bool IsToken(std::string_view s);
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
 // The value of the first field named `name` (case-insensitive), or nullopt.
 std::optional<std::string_view> FindHeader(const std::vector<HeaderField>& headers,
                                            std::string_view name);
@@ -93,8 +97,9 @@ class ChunkedBodyTracker {
  public:
   // Looks at the next bytes of the body and returns how many of them belong to it (all of
   // `data` unless the body ends inside it). Errors on malformed framing or a size/trailer
-  // line over the limits.
-  Result<size_t> Consume(std::string_view data);
+  // line over the limits. With `payload`, appends the chunks' data (framing, extensions and
+  // trailers left out) to it.
+  Result<size_t> Consume(std::string_view data, std::string* payload = nullptr);
   bool done() const { return state_ == State::kDone; }
 
  private:

@@ -163,10 +163,13 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::awaitable<void> ServeIntercepted(asio::ssl::context& server, EgressRecord& rec);
 
   // The decision (hook -> allow-list), then addresses, the address guard and the connection.
-  Outcome Decide(EgressRecord& rec, const std::string& raw_host, uint16_t port, Host* host);
-  // Sets grant_ for an allowed attempt; denies one whose head carries a credential's placeholder
-  // meant for another destination.
-  Outcome PlanCredentials(EgressRecord& rec, const Host& host, uint16_t port);
+  // `request`: the HTTP request being decided; null for a tunnel (CONNECT, SOCKS5).
+  Outcome Decide(EgressRecord& rec, const std::string& raw_host, uint16_t port, Host* host,
+                 const http::RequestHead* request = nullptr);
+  // Sets grant_ for an allowed attempt (credential_grant.h): denies an HTTP request that carries
+  // a placeholder out of its place, or a tunnel whose request (current_head_) carries one.
+  Outcome PlanCredentials(EgressRecord& rec, const Host& host, uint16_t port,
+                          const http::RequestHead* request);
   asio::awaitable<Outcome> Connect(EgressRecord& rec, const Host& host, uint16_t port);
   asio::awaitable<Outcome> DecideAndConnect(EgressRecord& rec, const std::string& raw_host,
                                             uint16_t port);
@@ -191,6 +194,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // Forwarding.
   asio::awaitable<void> Splice(EgressRecord& rec);
   asio::awaitable<void> Pump(tcp::socket& from, tcp::socket& to, Direction& dir, uint64_t& counter);
+  // Forwards one message body. With `rewrite`, every byte passes through it (kRefused when it
+  // refuses); a chunked body is decoded first and framed anew, trailers dropped, so that no
+  // chunk boundary can hide a string from it.
   asio::awaitable<BodyResult> ForwardBody(tcp::socket& from, tcp::socket& to, std::string& pending,
                                           http::BodyFraming framing, Direction& dir,
                                           uint64_t& counter, StreamRewriter* rewrite = nullptr);
@@ -258,8 +264,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   SteadyTime record_started_;  // of the attempt being served
 
-  // Credentials (credential_grant.h): the request head being served (kept only when the proxy
-  // has credentials), what to do for the attempt being served, and a refusal found in a body.
+  // Credentials (credential_grant.h): the request head being served, or a SOCKS5 request's host
+  // as sent (kept only when the proxy has credentials or a check), what to do for the attempt
+  // being served, and a refusal found in a body.
   std::string current_head_;
   GrantPlan grant_;
   std::string refused_in_body_;

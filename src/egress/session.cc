@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -301,7 +302,7 @@ socks5::Reply Session::SocksReplyFor(const Outcome& o) {
 // ---- Decision and connection -------------------------------------------------------------
 
 Session::Outcome Session::Decide(EgressRecord& rec, const std::string& raw_host, uint16_t port,
-                                 Host* host) {
+                                 Host* host, const http::RequestHead* request) {
   rec.port = port;
   auto parsed = ParseHost(raw_host);
   if (!parsed.ok()) {
@@ -334,28 +335,32 @@ Session::Outcome Session::Decide(EgressRecord& rec, const std::string& raw_host,
       // The reason goes into a response body, the log and JSON: keep it printable.
       rec.rule_or_reason = "hook: " + Printable(d.reason);
       if (d.kind == Decision::Kind::kDeny) return {Failure::kDenied, rec.rule_or_reason};
-      return PlanCredentials(rec, *host, port);
+      return PlanCredentials(rec, *host, port, request);
     }
   }
   Verdict v = proxy_.options.allow_list.Permits(*host, port);
   rec.rule_or_reason = v.rule_or_reason;
   if (!v.allowed) return {Failure::kDenied, rec.rule_or_reason};
-  return PlanCredentials(rec, *host, port);
+  return PlanCredentials(rec, *host, port, request);
 }
 
-Session::Outcome Session::PlanCredentials(EgressRecord& rec, const Host& host, uint16_t port) {
+Session::Outcome Session::PlanCredentials(EgressRecord& rec, const Host& host, uint16_t port,
+                                          const http::RequestHead* request) {
   grant_ = {};
   if (proxy_.options.credentials.empty()) return {};
-  grant_ = PlanGrants(proxy_.options.credentials, host.name, port, current_head_,
-                      rec.protocol == Protocol::kHttps);
+  if (request == nullptr) {
+    // A tunnel: its request may not carry a placeholder; its bytes are not looked at, nothing is
+    // put in (an intercepted tunnel's requests are planned one by one).
+    grant_.refused = RefuseTunnel(proxy_.options.credentials, current_head_,
+                                  rec.protocol == Protocol::kSocks5 ? "the SOCKS5 request"
+                                                                    : "the CONNECT request");
+  } else {
+    grant_ = PlanGrants(proxy_.options.credentials, host.name, port, *request,
+                        rec.protocol == Protocol::kHttps);
+  }
   if (!grant_.refused.empty()) {
     rec.rule_or_reason = grant_.refused;
     return {Failure::kDenied, rec.rule_or_reason};
-  }
-  if (rec.protocol != Protocol::kHttp && rec.protocol != Protocol::kHttps) {
-    // A tunnel's bytes are not looked at: nothing is put in, and nothing can be refused later.
-    grant_.request.clear();
-    grant_.response.clear();
   }
   if (!grant_.used.empty()) {
     std::string names;
@@ -718,7 +723,11 @@ asio::awaitable<Session::BodyResult> Session::ForwardBody(tcp::socket& from, tcp
   char* buf = dir.buf.get();
   if (rewrite != nullptr && rewrite->empty()) rewrite = nullptr;
   std::string rewritten;
-  // Writes what the rewriter lets through of `data` (all of it without one).
+  std::string payload;  // decoded chunk data (rechunk)
+  const bool rechunk = rewrite != nullptr && framing.kind == Kind::kChunked;
+  // Writes what the rewriter lets through of `data` (all of it without one). With a rewriter, a
+  // chunked body's `data` is chunk payload: it goes out as a chunk of its own, and `flush` (the
+  // body's end) adds the last chunk.
   auto pass = [&](std::string_view data, bool flush) -> asio::awaitable<BodyResult> {
     if (rewrite == nullptr) {
       auto [wec, written] = co_await WriteAll(to, asio::buffer(data.data(), data.size()));
@@ -730,6 +739,12 @@ asio::awaitable<Session::BodyResult> Session::ForwardBody(tcp::socket& from, tcp
     rewrite->Feed(data, &rewritten);
     if (!rewrite->refused().empty()) co_return BodyResult::kRefused;
     if (flush) rewrite->Flush(&rewritten);
+    if (rechunk) {
+      char size[32];
+      const int len = std::snprintf(size, sizeof size, "%zx\r\n", rewritten.size());
+      rewritten = rewritten.empty() ? "" : std::string(size, static_cast<size_t>(len)) + rewritten + "\r\n";
+      if (flush) rewritten += "0\r\n\r\n";
+    }
     if (rewritten.empty()) co_return BodyResult::kDone;
     auto [wec, written] = co_await WriteAll(to, asio::buffer(rewritten));
     if (wec) co_return BodyResult::kWriteError;
@@ -778,11 +793,12 @@ asio::awaitable<Session::BodyResult> Session::ForwardBody(tcp::socket& from, tcp
       n = static_cast<size_t>(std::min<uint64_t>(remaining, avail.size()));
       remaining -= n;
     } else if (framing.kind == Kind::kChunked) {
-      auto consumed = tracker.Consume(avail);
+      payload.clear();
+      auto consumed = tracker.Consume(avail, rechunk ? &payload : nullptr);
       if (!consumed.ok()) co_return BodyResult::kMalformed;
       n = *consumed;
     }
-    BodyResult wrote = co_await pass(avail.substr(0, n), done());
+    BodyResult wrote = co_await pass(rechunk ? std::string_view(payload) : avail.substr(0, n), done());
     if (wrote != BodyResult::kDone) co_return wrote;
     Touch();
     if (from_pending) {
@@ -863,7 +879,8 @@ asio::awaitable<Session::ResponseResult> Session::ForwardResponse(const http::Re
         out.error = "unexpected 101 Switching Protocols (upgrades are not forwarded)";
         co_return out;
       }
-      const std::string interim = http::BuildClientResponseHead(*resp, false);
+      std::string interim = http::BuildClientResponseHead(*resp, false);
+      ReplaceAll(grant_.response, interim);
       if (co_await WriteClient(interim)) co_return out;
       out.sent_anything = true;
       rec.bytes_down += interim.size();
@@ -873,6 +890,11 @@ asio::awaitable<Session::ResponseResult> Session::ForwardResponse(const http::Re
     if (!framing.ok()) {
       out.error = "malformed response: " + framing.status().message();
       co_return out;
+    }
+    if (!grant_.response.empty()) {
+      // The value is masked in what the code reads; an encoding would hide it from the mask.
+      out.error = UnmaskableResponse(*resp);
+      if (!out.error.empty()) co_return out;
     }
     out.close_client = client_close || framing->kind == http::BodyFraming::Kind::kUntilClose;
     rec.http_status = resp->status;
@@ -1068,13 +1090,13 @@ asio::awaitable<bool> Session::ServeHttpRequest(const http::RequestHead& head, E
     rec.allowed = true;
     rec.resolved_address = upstream_address_;
     rec.rule_or_reason = tunnel_rule_;
-    o = PlanCredentials(rec, host, tunnel_port_);
+    o = PlanCredentials(rec, host, tunnel_port_, &head);
     if (o.failure == Failure::kNone && (!upstream_tls_ || !upstream_reusable_)) {
       rec.error = "the tunnel's connection to " + tunnel_host_ + " cannot take another request";
       o = {Failure::kConnectFailed, rec.error};
     }
   } else {
-    o = Decide(rec, url->authority.host, url->authority.port, &host);
+    o = Decide(rec, url->authority.host, url->authority.port, &host, &head);
   }
   if (o.failure == Failure::kNone && proxy_.options.check) {
     // Every request is checked, kept-alive and intercepted ones too: each one can carry data.
@@ -1110,15 +1132,15 @@ asio::awaitable<bool> Session::ServeHttpRequest(const http::RequestHead& head, E
   upstream_reusable_ = false;
   request_done_ = false;
   refused_in_body_.clear();
-  std::string upstream_head =
-      http::BuildUpstreamRequestHead(head, *url, client_close, intercepted_ ? 443 : 80);
-  ReplaceAll(grant_.request, upstream_head);  // a placeholder becomes its value, here only
+  // The granted values go in here, in their headers, and nowhere else.
+  const std::string upstream_head =
+      BuildGrantedRequestHead(grant_, head, *url, client_close, intercepted_ ? 443 : 80);
   auto [sent, response] = co_await (SendRequest(upstream_head, *framing, rec) &&
                                     ForwardResponse(head, client_close, rec));
   if (sent == RequestResult::kRefused) {
-    // The body carried a placeholder meant for another destination: the request was cut.
+    // The body carried a placeholder: the request was cut before it, the upstream closed.
     rec.allowed = false;
-    rec.rule_or_reason = refused_in_body_ + " (in the request body)";
+    rec.rule_or_reason = refused_in_body_;
     rec.error.clear();
     if (!response.sent_anything && abort_reason_.empty()) {
       rec.http_status = 403;
@@ -1129,6 +1151,7 @@ asio::awaitable<bool> Session::ServeHttpRequest(const http::RequestHead& head, E
     co_return false;
   }
   if (!response.ok) {
+    ReplaceAll(grant_.response, response.error);  // an error may quote what the server sent
     rec.error = response.error;
     if (!response.sent_anything && abort_reason_.empty()) {
       if (sent == RequestResult::kClientMalformed) {
@@ -1195,6 +1218,7 @@ asio::awaitable<void> Session::ServeSocks5() {
     Finish(rec);
     co_return;
   }
+  if (!proxy_.options.credentials.empty()) current_head_ = request.host;  // as sent, for RefuseTunnel
   Outcome o = co_await DecideAndConnect(rec, request.host, request.port);
   if (o.failure != Failure::kNone) {
     if (o.failure != Failure::kAborted) co_await SendSocksReply(SocksReplyFor(o));

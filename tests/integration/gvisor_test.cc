@@ -193,17 +193,23 @@ TEST_F(Gvisor, EgressCredentialOverHttpsWorksAsOnNative) {
   const std::string secret = "ghp_GvisorTls0123456789abcdefXYZ";
   auto [r, placeholder] = RunWithHttpsCredential(
       server, dir.path(), secret, {"--backend", "gvisor"},
-      "curl -sS -H \"X-Key: $API_TOKEN\" \"$URL/g\"; "
+      "curl -sS -H \"Authorization: Bearer $API_TOKEN\" \"$URL/g\"; "
       "( : >> \"$SSL_CERT_FILE\" ) 2>/dev/null && echo bundle-writable; echo done");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find("GvisorTls"), std::string::npos) << r.out;
   ASSERT_FALSE(placeholder.empty()) << r.out;
-  EXPECT_NE(r.out.find("X-Key: " + placeholder), std::string::npos) << "the echo comes back masked: " << r.out << r.err;
+  EXPECT_NE(r.out.find("Authorization: Bearer " + placeholder), std::string::npos) << "the echo comes back masked: " << r.out << r.err;
   EXPECT_EQ(r.out.find("bundle-writable"), std::string::npos) << r.out;
-  EXPECT_NE(server.log().find("X-Key: " + secret), std::string::npos) << server.log();
+  EXPECT_NE(server.log().find("Authorization: Bearer " + secret), std::string::npos) << server.log();
   int https = 0;
   for (const auto& rec : r.record["egress"]) https += rec["protocol"] == "https" && rec["allowed"] == true;
   EXPECT_EQ(https, 1) << r.record["egress"].dump();
+}
+
+// Issue 31's attack on credentials (https_credential.h) under gVisor, plain HTTP and HTTPS.
+TEST_F(Gvisor, EgressCredentialAttackCannotPlantTheValueOrReadItBack) {
+  TempDir dir;
+  ExpectCredentialAttackFailed(RunCredentialAttack(dir.path(), {"--backend", "gvisor"}, /*tls=*/true));
 }
 
 TEST_F(Gvisor, EgressSandboxCannotReachTheHostsNetworkWithoutTheProxy) {

@@ -115,11 +115,13 @@ class LoopbackUdpSink {
 
 // An HTTPS server for `name` on 127.0.0.1 (Python's ssl module, run as its own process), with a
 // CA of its own made by the openssl command in `dir`: warden is told to trust it with
-// SSL_CERT_FILE=ca_file(). It answers every request with the request head it received, and keeps
-// every head in log_file(). port_text() is empty when it could not start.
+// SSL_CERT_FILE=ca_file(); or, with `tls` false, the same server over plain HTTP. It answers
+// every request with the request (head and body) it received, gzip-compressed with
+// Content-Encoding: gzip when the path holds "gzip" (whatever the client accepts), and keeps
+// every request, even one cut short, in log_file(). port_text() is empty when it could not start.
 class LoopbackHttpsServer {
  public:
-  LoopbackHttpsServer(const std::string& dir, const std::string& name) : dir_(dir) {
+  LoopbackHttpsServer(const std::string& dir, const std::string& name, bool tls = true) : dir_(dir) {
     const std::string gen =
         "cd " + dir + " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 "
         "-subj /CN=origin-ca -addext basicConstraints=critical,CA:TRUE -keyout ca.key -out ca.pem && "
@@ -127,43 +129,73 @@ class LoopbackHttpsServer {
         " -keyout leaf.key -out leaf.csr && printf 'subjectAltName=DNS:" + name + "\\n' > ext && "
         "openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 -extfile ext "
         "-out leaf.pem >/dev/null 2>&1";
-    if (std::system(gen.c_str()) != 0) return;
-    chmod(ca_file().c_str(), 0644);
+    if (tls && std::system(gen.c_str()) != 0) return;
+    if (tls) chmod(ca_file().c_str(), 0644);
     {
       std::ofstream py(dir + "/https_server.py");
-      py << R"(
-import os, socket, ssl, sys
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+      py << R"PY(
+import gzip, os, re, socket, ssl, sys
+ctx = None
+if sys.argv[1] != "-":
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[1], sys.argv[2])
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 s.listen(16)
 open(sys.argv[3] + ".tmp", "w").write(str(s.getsockname()[1]))
 os.rename(sys.argv[3] + ".tmp", sys.argv[3])
+
+def read_request(f):
+    head = b""
+    while not head.endswith(b"\r\n\r\n"):
+        line = f.readline()
+        if not line:
+            return head, b""
+        head += line
+    lower = head.lower()
+    body = b""
+    m = re.search(rb"\r\ncontent-length: *(\d+)", lower)
+    if m:
+        body = f.read(int(m.group(1)))
+    elif re.search(rb"\r\ntransfer-encoding: *chunked", lower):
+        while True:
+            line = f.readline()
+            if not line.strip():
+                break
+            size = int(line.split(b";")[0].strip(), 16)
+            if size == 0:
+                while f.readline() not in (b"\r\n", b""):
+                    pass
+                break
+            body += f.read(size)
+            f.readline()
+    return head, body
+
 while True:
     c, _ = s.accept()
     try:
-        t = ctx.wrap_socket(c, server_side=True)
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = t.recv(4096)
-            if not chunk:
-                break
-            data += chunk
+        t = ctx.wrap_socket(c, server_side=True) if ctx else c
+        head, body = read_request(t.makefile("rb"))
         with open(sys.argv[4], "ab") as log:
-            log.write(data + b"--\n")
-        t.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(data) + data)
+            log.write(head + body + b"--\n")
+        data = head + body
+        extra = b""
+        path = head.split(b" ")[1] if b" " in head else b""
+        if b"gzip" in path:
+            data = gzip.compress(data)
+            extra = b"Content-Encoding: gzip\r\n"
+        t.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%bConnection: close\r\n\r\n" % (len(data), extra) + data)
         t.close()
     except Exception:
         c.close()
-)";
+)PY";
     }
     const std::string port_file = dir + "/https_port";
     pid_ = fork();
     if (pid_ == 0) {
       std::freopen("/dev/null", "w", stdout);
       std::freopen("/dev/null", "w", stderr);
-      execlp("python3", "python3", (dir + "/https_server.py").c_str(), (dir + "/leaf.pem").c_str(),
+      execlp("python3", "python3", (dir + "/https_server.py").c_str(), tls ? (dir + "/leaf.pem").c_str() : "-",
              (dir + "/leaf.key").c_str(), port_file.c_str(), log_file().c_str(), nullptr);
       _exit(127);
     }
@@ -185,7 +217,7 @@ while True:
   const std::string& port_text() const { return port_; }
   std::string ca_file() const { return dir_ + "/ca.pem"; }
   std::string log_file() const { return dir_ + "/https_requests.log"; }
-  // Every request head received so far, each followed by "--\n".
+  // Every request (head and body) received so far, each followed by "--\n".
   std::string log() const {
     std::ifstream in(log_file());
     std::string s;

@@ -211,6 +211,38 @@ TEST(EgressCredentialSpec, ParsesHostPortAndRefusesWhatIsNotOne) {
   }
 }
 
+TEST(EgressCredentialSpec, HeaderAndTemplateAreParsedCheckedAndPassedOn) {
+  auto key = ParseEgressCredentialSpec("T=https://api.example.com;header=X-Api-Key;template=key={}");
+  ASSERT_TRUE(key.ok()) << key.status().message();
+  EXPECT_EQ(key->host, "api.example.com");
+  EXPECT_EQ(key->port, 443);
+  EXPECT_EQ(key->header, "X-Api-Key");
+  EXPECT_EQ(key->value_template, "key={}");
+  EXPECT_EQ(EgressCredentialArg(*key), "T=https://api.example.com:443;header=X-Api-Key;template=key={}");
+  auto again = ParseEgressCredentialSpec(EgressCredentialArg(*key));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *key);
+  for (const char* bad : {"T=h;header=Bad Name", "T=h;header=Host", "T=h;header=Proxy-Authorization",
+                          "T=h;template=Bearer", "T=h;template={}{}", "T=h;colour=red", "T=h;header=A;header=B",
+                          "T=h;header="}) {
+    auto r = ParseEgressCredentialSpec(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+  Options o;
+  o.argv = {"/bin/true"};
+  o.net = NetMode::kProxy;
+  o.egress_credentials = {{"A", "api.example.com", 80, ""}, {"B", "api.example.com", 80, "", false, "authorization"}};
+  EXPECT_NE(Validate(o).message().find("already goes in header authorization"), std::string::npos) << Validate(o).message();
+  o.egress_credentials[1].header = "X-Api-Key";
+  EXPECT_TRUE(Validate(o).ok()) << Validate(o).message();
+  Options profile;
+  ASSERT_TRUE(LoadProfileText("credentials:\n  - { env: T, host: h, header: X-Api-Key, template: \"k {}\" }\n", "p.yaml",
+                              &profile)
+                  .ok());
+  EXPECT_EQ(profile.egress_credentials[0].header, "X-Api-Key");
+  EXPECT_EQ(profile.egress_credentials[0].value_template, "k {}");
+}
+
 TEST(EgressCredentialSpec, ValidateWantsAProxyNetworkAndAVariableTheSandboxDoesNotGetOtherwise) {
   Options o;
   o.argv = {"/bin/true"};
