@@ -22,7 +22,7 @@ AlertsCommand::AlertsCommand(CLI::App& app, std::ostream& out, std::ostream& err
                     "tool_changed, sandbox_limits)");
   list_->add_option("--since", since_, "Only since: RFC 3339, a date, or an age (15m, 2h, 7d)");
   list_->add_option("-n,--lines", lines_, "How many (default 20, 0: all)");
-  list_->add_flag("--json", json_, "One JSON object per alert, one per line");
+  list_->add_flag("--json", json_, "One JSON array of the alerts ([] when none)");
 }
 
 int AlertsCommand::Execute() {
@@ -58,14 +58,15 @@ int AlertsCommand::Execute() {
     err_ << "warden alerts list: " << entries.status().message() << "\n";
     return kExitError;
   }
+  // --json: one array, `[]` when there is nothing (as every --json listing of warden's).
+  nlohmann::json array = nlohmann::json::array();
   for (const audit::AuditEntry& e : *entries) {
     const std::string detector =
         e.tool.starts_with("alert:") ? e.tool.substr(6) : e.tool;
     if (json_) {
-      nlohmann::json j = {{"id", e.id},         {"time", e.time},     {"detector", detector},
-                          {"message", e.reason}, {"tenant", e.tenant}, {"user", e.user},
-                          {"agent", e.agent},   {"session", e.session}, {"details", e.arguments}};
-      out_ << j.dump() << "\n";
+      array.push_back({{"id", e.id},         {"time", e.time},     {"detector", detector},
+                       {"message", e.reason}, {"tenant", e.tenant}, {"user", e.user},
+                       {"agent", e.agent},   {"session", e.session}, {"details", e.arguments}});
       continue;
     }
     std::string who = e.tenant.empty() ? "" : e.tenant;
@@ -78,7 +79,11 @@ int AlertsCommand::Execute() {
     }
     out_ << "\n";
   }
-  if (!json_ && entries->empty()) out_ << "no alerts\n";
+  if (json_) {
+    out_ << array.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else if (entries->empty()) {
+    out_ << "no alerts\n";
+  }
   return 0;
 }
 

@@ -110,7 +110,7 @@ test('a burst of denials alerts: audit entry, metric, signed webhook, and the ag
   // `warden alerts list` reads it from the audit log, with the audit entry's id the webhook named.
   const list = runWarden(['alerts', 'list', '--json', '--db', db]);
   assert.equal(list.status, 0, list.stderr);
-  const alerts = list.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  const alerts = JSON.parse(list.stdout);
   assert.equal(alerts.length, 1, list.stdout);
   assert.equal(alerts[0].detector, 'denials');
   assert.equal(alerts[0].id, event.data.alert.id);
@@ -118,6 +118,8 @@ test('a burst of denials alerts: audit entry, metric, signed webhook, and the ag
   const text = runWarden(['alerts', 'list', '--db', db, '--detector', 'denials']);
   assert.match(text.stdout, /^#\d+ \S+ denials .*was denied 3 calls.*\[kill agent .*: pulled\]$/m);
   assert.equal(runWarden(['alerts', 'list', '--db', db, '--detector', 'volume']).stdout.trim(), 'no alerts');
+  // With nothing to list, --json is still JSON: an empty array (issue 31).
+  assert.deepEqual(JSON.parse(runWarden(['alerts', 'list', '--json', '--db', db, '--detector', 'volume']).stdout), []);
 
   // In /metrics, and the chain (alerts included) still verifies.
   const metrics = await (await fetch(new URL('/metrics', warden.url))).text();

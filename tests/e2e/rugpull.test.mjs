@@ -70,7 +70,7 @@ test('first sight pins the tools; a changed description hides the tool until app
   // One alert for the changed definition, however many sessions reviewed it since.
   const alerts = await eventually(() => {
     const out = runWarden(['alerts', 'list', '--json', '--db', db, '--detector', 'tool_changed']);
-    const lines = out.stdout.trim() ? out.stdout.trim().split('\n').map((l) => JSON.parse(l)) : [];
+    const lines = JSON.parse(out.stdout);  // one array, [] when none
     return lines.length ? lines : null;
   }, { withinMs: 5000, everyMs: 100 });
   assert.ok(alerts, 'the change raised a tool_changed alert');

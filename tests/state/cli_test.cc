@@ -3,11 +3,17 @@
 // this test process, on the same database file.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <fstream>
 #include <thread>
 
+#include "audit/audit_log.h"
 #include "gateway/stages/kill_switches.h"
 #include "harness.h"
+#include "state/approval_store.h"
+#include "state/kill_store.h"
 #include "state/pins.h"
 
 namespace warden {
@@ -126,6 +132,39 @@ TEST_F(CliTest, KillUserAndSessionFromTheCli) {
     if (!released) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(released);
+}
+
+// Issue 31: `--json` is JSON also when there is nothing to list (`alerts list --json` printed
+// nothing): every listing prints an empty array.
+TEST_F(CliTest, EveryJsonListingOfNothingIsAnEmptyArray) {
+  // A database as a gateway leaves it (every table there), with nothing in it.
+  ASSERT_TRUE(state::KillStore::Open({.path = db()}));
+  ASSERT_TRUE(state::PinStore::Open({.path = db()}));
+  ASSERT_TRUE(state::ApprovalStore::Open({.path = db()}));
+  ASSERT_TRUE(audit::AuditLog::Open({.path = db()}));
+  // `secrets list` reads the master key the policy names (a key file of mode 0600).
+  const std::string key = tmp_.path() + "/master.key";
+  {
+    std::ofstream(key) << std::string(64, 'a') << "\n";
+  }
+  ASSERT_EQ(chmod(key.c_str(), 0600), 0);
+  const std::string policy = tmp_.path() + "/policy.yaml";
+  std::ofstream(policy) << "version: 1\ncredentials:\n  master_key: { file: " << key << " }\n";
+  auto Policy = [&] { return policy; };
+  const std::vector<std::vector<std::string>> listings = {
+      {"alerts", "list", "--json"},    {"kill", "list", "--json"},
+      {"kill", "history", "--json"},   {"tools", "list", "--json"},
+      {"audit", "tail", "--json"},     {"audit", "query", "--json"},
+      {"approvals", "list", "--json"}, {"approvals", "list", "--all", "--json"},
+      {"secrets", "list", "--json", "--config", Policy()}};
+  for (const auto& args : listings) {
+    std::string command;
+    for (const std::string& a : args) command += a + " ";
+    SCOPED_TRACE(command);
+    Outcome out = Warden(args);
+    EXPECT_EQ(out.exit_code, 0) << out.err;
+    EXPECT_EQ(json::parse(out.out, nullptr, false), json::array()) << "printed: '" << out.out << "'";
+  }
 }
 
 TEST_F(CliTest, BadKillInputExitsTwoWithAClearMessage) {
