@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
     const size_t api_calls = calls - cli_sample;
     for (size_t i = 0; i < api_calls; ++i) {
       timeline.released[i] = Clock::now();
-      auto decided = (*gate)->Approve(ids[i], "bench", "");
+      auto decided = (*gate)->Approve(ids[i], state::Person("", "bench"), "");
       if (!decided.ok() || !decided->decided) status = 1;
       // Like a person, one decision after the previous call went out.
       for (int spin = 0; timeline.arrived.load() <= i && spin < 100000; ++spin)
@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
     if (!other.ok()) return 1;
     for (size_t i = api_calls; i < calls; ++i) {
       timeline.released[i] = Clock::now();
-      auto decided = (*other)->Approve(ids[i], "bench (cli)", "");
+      auto decided = (*other)->Approve(ids[i], state::Person("", "bench", "bench (cli)"), "");
       if (!decided.ok() || !decided->decided) status = 1;
       for (int waited = 0; timeline.arrived.load() <= i && waited < 5000; ++waited)
         std::this_thread::sleep_for(std::chrono::microseconds(200));

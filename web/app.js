@@ -13,6 +13,16 @@
 
   const byId = (id) => document.getElementById(id);
 
+  // What a person reads of a record's field: the server's KEY_display (docs/approvals.md "What
+  // people see": bidirectional controls, other format characters and controls made visible
+  // escapes, \u202e), never the raw KEY, which is for machines (ids in requests). A field the
+  // server sent no display text for shows as empty.
+  function shown(record, key) {
+    const text = record ? record[`${key}_display`] : undefined;
+    if (Array.isArray(text)) return text.map(String);
+    return text === undefined || text === null ? '' : String(text);
+  }
+
   // An element with text (never parsed as HTML) and an optional class.
   function el(tag, text, className) {
     const node = document.createElement(tag);
@@ -132,11 +142,11 @@
     const row = el('tr');
     row.dataset.id = approval.id;
     row.append(
-      linkCell(approval, approval.tool, 'tool'),
+      linkCell(approval, shown(approval, 'tool'), 'tool'),
       linkCell(approval, approval.risk, `risk risk-${approval.risk}`),
-      linkCell(approval, approval.tenant, 'tenant'),
-      linkCell(approval, approval.user, 'user'),
-      linkCell(approval, approval.agent, 'agent'),
+      linkCell(approval, shown(approval, 'tenant'), 'tenant'),
+      linkCell(approval, shown(approval, 'user'), 'user'),
+      linkCell(approval, shown(approval, 'agent'), 'agent'),
       linkCell(approval, ageOf(approval.created), 'age'),
     );
     return row;
@@ -146,14 +156,14 @@
     const row = el('tr');
     row.dataset.id = approval.id;
     row.append(
-      linkCell(approval, approval.tool, 'tool'),
+      linkCell(approval, shown(approval, 'tool'), 'tool'),
       el('td', approval.status, 'status'),
-      el('td', approval.tenant, 'tenant'),
-      el('td', approval.user, 'user'),
-      el('td', approval.agent, 'agent'),
-      el('td', approval.decided_by, 'decided-by'),
+      el('td', shown(approval, 'tenant'), 'tenant'),
+      el('td', shown(approval, 'user'), 'user'),
+      el('td', shown(approval, 'agent'), 'agent'),
+      el('td', shown(approval, 'decided_by'), 'decided-by'),
       el('td', approval.decided_at, 'decided-at'),
-      el('td', approval.comment, 'comment'),
+      el('td', shown(approval, 'comment'), 'comment'),
     );
     return row;
   }
@@ -187,35 +197,37 @@
 
   function renderApproval(approval) {
     byId('detail-id').textContent = approval.id;
-    byId('detail-tool').textContent = approval.tool;
+    byId('detail-tool').textContent = shown(approval, 'tool');
     const status = byId('detail-status');
     status.textContent = approval.status;
     status.className = `badge status-${approval.status}`;
     const facts = byId('detail-facts');
     facts.replaceChildren();
-    fact(facts, 'Tool', approval.tool);
-    fact(facts, 'Server', approval.server);
+    fact(facts, 'Tool', shown(approval, 'tool'));
+    fact(facts, 'Server', shown(approval, 'server'));
     fact(facts, 'Status', approval.status);
     fact(facts, 'Risk', approval.risk);
-    fact(facts, 'Tenant', approval.tenant);
-    fact(facts, 'User', approval.user);
-    fact(facts, 'Agent', approval.agent);
-    fact(facts, 'Reason', approval.reason);
-    if (Array.isArray(approval.reasons) && approval.reasons.length > 0) {
-      fact(facts, 'Later reasons', approval.reasons.map(String).join('\n'));
+    fact(facts, 'Tenant', shown(approval, 'tenant'));
+    fact(facts, 'User', shown(approval, 'user'));
+    fact(facts, 'Agent', shown(approval, 'agent'));
+    fact(facts, 'Reason', shown(approval, 'reason'));
+    const reasons = shown(approval, 'reasons');
+    if (Array.isArray(reasons) && reasons.length > 0) {
+      fact(facts, 'Later reasons', reasons.join('\n'));
     }
-    fact(facts, 'Rule', approval.rule);
+    fact(facts, 'Rule', shown(approval, 'rule'));
     fact(facts, 'Asked', approval.created);
     fact(facts, 'Expires', approval.expires);
-    fact(facts, 'Decided by', approval.decided_by);
+    fact(facts, 'Decided by', shown(approval, 'decided_by'));
     fact(facts, 'Decided at', approval.decided_at);
-    fact(facts, 'Comment', approval.comment);
+    fact(facts, 'Comment', shown(approval, 'comment'));
     const votes = Array.isArray(approval.votes) ? approval.votes : [];
     fact(facts, 'Votes', `${votes.length} of ${approval.votes_needed ?? 1} needed`);
-    // The full arguments, exactly: pretty-printed JSON as text. Nothing is cut; the box scrolls.
-    byId('detail-arguments').textContent = JSON.stringify(approval.arguments, null, 2);
+    // The full arguments: the server's pretty-printed JSON with controls and format characters
+    // escaped (\u202e), as text. Nothing is cut; the box scrolls. Approve decides the stored call.
+    byId('detail-arguments').textContent = shown(approval, 'arguments');
     byId('detail-votes').replaceChildren(
-      ...votes.map((v) => el('li', `${v.who} at ${v.at}`)),
+      ...votes.map((v) => el('li', `${shown(v, 'who')} at ${v.at}`)),
     );
     const open = approval.status === 'pending' && approval.may_decide !== false;
     byId('approve').disabled = !open;
@@ -275,12 +287,13 @@
 
   // ---- Activity: recent calls, alerts, kill switches (GET /api/activity, POST|DELETE /api/kill) ----
 
-  // A button that pulls the switch of `scope` and `name`; its accessible name says which.
-  function stopButton(scope, name) {
+  // A button that pulls the switch of `scope` and `name` (raw: what the API takes); its accessible
+  // name says which, in `label` (the display text).
+  function stopButton(scope, name, label) {
     const button = el('button', scope, 'stop');
     button.type = 'button';
-    button.setAttribute('aria-label', `Stop ${scope} ${name}`);
-    button.addEventListener('click', () => changeSwitch(true, scope, name));
+    button.setAttribute('aria-label', `Stop ${scope} ${label}`);
+    button.addEventListener('click', () => changeSwitch(true, scope, name, `${scope}:${label}`));
     return button;
   }
 
@@ -288,18 +301,17 @@
     const row = el('tr');
     row.dataset.id = call.id;
     const stops = el('td', undefined, 'stops');
-    if (call.agent) stops.append(stopButton('agent', call.agent));
-    if (call.user) stops.append(stopButton('user', call.user));
-    if (call.tenant) stops.append(stopButton('tenant', call.tenant));
-    if (may.tool && call.tool) stops.append(stopButton('tool', call.tool));
-    if (may.session && call.session) stops.append(stopButton('session', call.session));
+    for (const scope of ['agent', 'user', 'tenant', 'tool', 'session']) {
+      const offered = scope === 'tool' || scope === 'session' ? may[scope] : true;
+      if (offered && call[scope]) stops.append(stopButton(scope, call[scope], shown(call, scope)));
+    }
     row.append(
       el('td', ageOf(call.time), 'age'),
-      el('td', call.tool, 'tool'),
+      el('td', shown(call, 'tool'), 'tool'),
       el('td', call.decision, `decision decision-${call.decision}`),
-      el('td', call.tenant, 'tenant'),
-      el('td', call.user, 'user'),
-      el('td', call.agent, 'agent'),
+      el('td', shown(call, 'tenant'), 'tenant'),
+      el('td', shown(call, 'user'), 'user'),
+      el('td', shown(call, 'agent'), 'agent'),
       el('td', `${(Number(call.latency_us) / 1000).toFixed(1)} ms`, 'latency'),
       stops,
     );
@@ -311,10 +323,10 @@
     row.dataset.id = alert.id;
     row.append(
       el('td', ageOf(alert.time), 'age'),
-      el('td', alert.detector, 'detector'),
-      el('td', alert.tenant, 'tenant'),
-      el('td', alert.agent, 'agent'),
-      el('td', alert.message, 'message'),
+      el('td', shown(alert, 'detector'), 'detector'),
+      el('td', shown(alert, 'tenant'), 'tenant'),
+      el('td', shown(alert, 'agent'), 'agent'),
+      el('td', shown(alert, 'message'), 'message'),
     );
     return row;
   }
@@ -324,12 +336,12 @@
     row.dataset.switch = sw.switch;
     const release = el('button', 'Release');
     release.type = 'button';
-    release.setAttribute('aria-label', `Release ${sw.switch}`);
-    release.addEventListener('click', () => changeSwitch(false, sw.scope, sw.name));
+    release.setAttribute('aria-label', `Release ${shown(sw, 'switch')}`);
+    release.addEventListener('click', () => changeSwitch(false, sw.scope, sw.name, shown(sw, 'switch')));
     const cell = el('td');
     cell.append(release);
-    row.append(el('td', sw.switch, 'switch'), el('td', sw.reason, 'reason'),
-      el('td', sw.who, 'who'), el('td', sw.since, 'since'), cell);
+    row.append(el('td', shown(sw, 'switch'), 'switch'), el('td', shown(sw, 'reason'), 'reason'),
+      el('td', shown(sw, 'who'), 'who'), el('td', sw.since, 'since'), cell);
     return row;
   }
 
@@ -348,13 +360,15 @@
     byId('switches-empty').hidden = switches.length > 0;
   }
 
-  async function changeSwitch(kill, scope, name) {
+  // `label`: the switch's display text, for the result line.
+  async function changeSwitch(kill, scope, name, label) {
     const out = byId('kill-result');
     const body = kill ? { scope, name, reason: `stopped from the console by ${byId('who').textContent}` }
       : { scope, name };
     const reply = await request(kill ? 'POST' : 'DELETE', '/api/kill', body);
     if (reply.status === 200 && reply.data) {
-      out.textContent = kill ? `Stopped: ${reply.data.switch}.` : `Released: ${reply.data.switch}.`;
+      // `label`: the switch as shown (its display text), not the API's raw answer.
+      out.textContent = `${kill ? 'Stopped' : 'Released'}: ${label}.`;
     } else {
       out.textContent = `${kill ? 'Not stopped' : 'Not released'}: ${errorOf(reply)}`;
     }

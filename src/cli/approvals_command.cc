@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "audit/entry.h"
+#include "audit/display_text.h"
 #include "audit/options.h"
 #include "cli/state_exit_codes.h"
 #include "policy/policy.h"
@@ -25,56 +25,12 @@ std::string Dump(const json& value, int indent = -1) {
   return value.dump(indent, ' ', false, json::error_handler_t::replace);
 }
 
-void AppendEscape(std::string& out, uint32_t code_point) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(code_point));
-  out += buf;
-}
+// What an agent's call carried (its arguments, and every field that came with it), made safe to
+// print by the one display rule (audit/display_text.h): controls and format characters become
+// \uXXXX escapes, invalid UTF-8 U+FFFD, newline, tab and backslash \n, \t and \\.
+std::string ForTerminal(std::string_view raw) { return audit::ForDisplay(raw); }
 
-// Code points a terminal acts on instead of showing: C0 and C1 controls and DEL (escape
-// sequences, CSI), and those that reorder or break lines (bidirectional overrides and isolates,
-// the Unicode line and paragraph separators), so that text can neither repaint the screen nor
-// show something other than what is stored.
-bool ActsOnTerminal(uint32_t cp) {
-  return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x061c || cp == 0x200e || cp == 0x200f ||
-         (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
-}
-
-// Text an agent's call carried (its arguments, and every field that came with it), made safe to
-// print: what ActsOnTerminal names becomes a JSON-style \uXXXX escape, invalid UTF-8 U+FFFD.
-// `as_json`: the text is JSON that nlohmann already escaped (its newlines are indentation and
-// stay; backslashes are escapes already). Otherwise newline and tab show as \n and \t, and a
-// backslash as \\, so the output reads one way only.
-std::string ForTerminal(std::string_view raw, bool as_json) {
-  const std::string text = audit::ValidUtf8(raw);
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const auto lead = static_cast<unsigned char>(text[i]);
-    const size_t len = lead < 0x80 ? 1 : lead < 0xe0 ? 2 : lead < 0xf0 ? 3 : 4;
-    uint32_t cp = len == 1 ? lead : len == 2 ? lead & 0x1f : len == 3 ? lead & 0x0f : lead & 0x07;
-    for (size_t k = 1; k < len && i + k < text.size(); ++k) {
-      cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3f);
-    }
-    if (as_json && cp == '\n') {
-      out += '\n';
-    } else if (!as_json && cp == '\n') {
-      out += "\\n";
-    } else if (!as_json && cp == '\t') {
-      out += "\\t";
-    } else if (!as_json && cp == '\\') {
-      out += "\\\\";
-    } else if (ActsOnTerminal(cp)) {
-      AppendEscape(out, cp);
-    } else {
-      out.append(text, i, len);
-    }
-    i += len;
-  }
-  return out;
-}
-
-std::string Field(const std::string& text) { return text.empty() ? "-" : ForTerminal(text, false); }
+std::string Field(const std::string& text) { return text.empty() ? "-" : ForTerminal(text); }
 
 // Seconds since the epoch of a stored time (state::Now()'s format); nullopt for other text.
 std::optional<int64_t> EpochSeconds(const std::string& time) {
@@ -121,7 +77,7 @@ std::string HowItEnded(const ApprovalRecord& r) {
   std::string text = std::string(state::ToString(r.status));
   if (r.status == ApprovalStatus::kPending) return text;
   text += " by " + Field(r.decided_by) + " at " + Field(r.decided_at);
-  if (!r.comment.empty()) text += ": " + ForTerminal(r.comment, false);
+  if (!r.comment.empty()) text += ": " + ForTerminal(r.comment);
   return text;
 }
 
@@ -229,7 +185,7 @@ int ApprovalsCommand::Show() {
     return kExitError;
   }
   if (!*found) {
-    err_ << "warden approvals show: no approval " << ForTerminal(id_, false) << " in " << *path
+    err_ << "warden approvals show: no approval " << ForTerminal(id_) << " in " << *path
          << "\n";
     return kExitError;
   }
@@ -252,7 +208,7 @@ int ApprovalsCommand::Show() {
        << "rule:            " << Field(r.rule) << "\n"
        << "reason:          " << Field(r.reason) << "\n"
        << "reasons:" << (r.reasons.empty() ? "         -" : "") << "\n";
-  for (const std::string& line : r.reasons) out_ << "  - " << ForTerminal(line, false) << "\n";
+  for (const std::string& line : r.reasons) out_ << "  - " << ForTerminal(line) << "\n";
   out_ << "created:         " << Field(r.created) << " (" << Age(r.created) << " ago)\n"
        << "expires:         " << Field(r.expires) << "\n"
        << "decided_by:      " << Field(r.decided_by) << "\n"
@@ -261,20 +217,20 @@ int ApprovalsCommand::Show() {
        << "votes:           " << VotesSoFar(r) << "\n";
   for (const state::ApprovalVote& v : r.votes) {
     out_ << "  - " << Field(v.who) << " at " << Field(v.at)
-         << (v.comment.empty() ? "" : ": " + ForTerminal(v.comment, false)) << "\n";
+         << (v.comment.empty() ? "" : ": " + ForTerminal(v.comment)) << "\n";
   }
   out_ << "consumed_at:     " << Field(r.consumed_at) << "\n"
        << "binding:         " << Field(r.binding) << "\n"
        << "definition_hash: " << Field(r.definition_hash) << "\n"
        << "arguments:\n"
-       << ForTerminal(Dump(state::ToJson(r)["arguments"], 2), true) << "\n";
+       << audit::JsonForDisplay(state::ToJson(r)["arguments"]) << "\n";
   return 0;
 }
 
 int ApprovalsCommand::Decide(bool approve) {
   const std::string command = approve ? "warden approvals approve" : "warden approvals deny";
   if (!IsApprovalIdText(id_)) {
-    err_ << command << ": '" << ForTerminal(id_, false)
+    err_ << command << ": '" << ForTerminal(id_)
          << "' is not an approval id (apr_ and 32 lower-case hex digits)\n";
     return kExitError;
   }
@@ -293,9 +249,12 @@ int ApprovalsCommand::Decide(bool approve) {
     err_ << command << ": " << store.status().message() << "\n";
     return kExitError;
   }
-  const std::string who = state::OperatorName() + " (cli)";
-  auto result =
-      approve ? (*store)->Approve(id_, who, comment_) : (*store)->Deny(id_, who, comment_);
+  // The host's operator, as their login: the same person as single-user mode's local operator.
+  const std::string login = state::OperatorName();
+  const state::Decider decider = state::Person("", login, login + " (cli)");
+  const std::string& who = decider.name;
+  auto result = approve ? (*store)->Approve(id_, decider, comment_)
+                        : (*store)->Deny(id_, decider, comment_);
   if (!result) {
     err_ << command << ": " << result.status().message() << "\n";
     return kExitError;
@@ -314,6 +273,9 @@ int ApprovalsCommand::Decide(bool approve) {
       err_ << command << ": " << Field(who) << " already approved " << r.id << " (" << VotesSoFar(r)
            << "); it needs a different person's approval\n";
       return kExitNotPending;
+    case state::DecideError::kNeedsPerson:  // only in-band answers get it
+      err_ << command << ": " << r.id << " needs a person's vote\n";
+      return kExitError;
   }
   if (json_) {
     out_ << Dump(state::ToJson(r)) << "\n";

@@ -117,7 +117,12 @@ void IdentitySummary(const Policy& policy, std::ostream& out) {
 void ApprovalsSummary(const Policy& policy, std::ostream& out) {
   const Approvals& a = policy.approvals;
   out << "approvals: time out after " << Timeout(a.timeout_ms) << ", self-approval "
-      << (a.self_approve ? "allowed" : "not allowed") << ", two approvers for "
+      << (a.self_approve ? "allowed" : "not allowed")
+      << (a.self_approve ? (a.client_decline_denies ? " (a client's in-band decline denies)"
+                                                    : " (a client's in-band decline leaves it "
+                                                      "to a person)")
+                         : "")
+      << ", two approvers for "
       << (a.two_person.empty() ? "no risk" : "risk " + Risks(a.two_person)) << "\n";
   if (a.approvers.empty()) {
     out << "  approvers: every user with approver: true in the call's tenant\n";

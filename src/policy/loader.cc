@@ -636,7 +636,8 @@ Result<std::vector<Risk>> Loader::Risks(const YAML::Node& node, const std::strin
 Status Loader::ApprovalsSection(const YAML::Node& node) {
   Approvals& a = policy_.approvals;
   return r_.Fields(
-      node, "approvals", {"timeout", "self_approve", "two_person", "approvers", "webhook"},
+      node, "approvals",
+      {"timeout", "self_approve", "client_decline", "two_person", "approvers", "webhook"},
       [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
         const std::string path = "approvals." + key;
         if (key == "timeout") {
@@ -653,6 +654,12 @@ Status Loader::ApprovalsSection(const YAML::Node& node) {
           auto b = r_.Bool(value, path);
           if (!b) return b.status();
           a.self_approve = *b;
+        } else if (key == "client_decline") {
+          auto text = r_.NonEmptyString(value, path);
+          if (!text) return text.status();
+          if (*text != "pending" && *text != "deny")
+            return r_.Error(value, path, "expected pending or deny, got '" + *text + "'");
+          a.client_decline_denies = *text == "deny";
         } else if (key == "two_person") {
           auto risks = Risks(value, path);
           if (!risks) return risks.status();

@@ -287,6 +287,10 @@ struct Approvals {
   std::vector<ApproverGrant> approvers;
   std::vector<Risk> two_person;  // risks whose calls need two distinct approvers
   bool self_approve = false;     // the requesting user may approve their own agent's calls
+  // approvals.client_decline: what the agent's client declining the in-band question does.
+  // false (`pending`, the default): nothing, a person still decides (clients such as Codex
+  // decline every elicitation by themselves); true (`deny`): the call is denied.
+  bool client_decline_denies = false;
   std::optional<ApprovalWebhook> webhook;
 };
 

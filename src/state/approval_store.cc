@@ -117,16 +117,30 @@ Status CheckComment(const std::string& comment, const char* what) {
   return Status::Ok();
 }
 
-Status CheckDecider(const std::string& who) {
-  if (who.empty()) return Status::Error("who decides is not said");
-  if (who.size() > kMaxDeciderBytes) {
-    return Status::Error("the decider's name is longer than " + std::to_string(kMaxDeciderBytes) +
-                         " bytes");
+Status CheckDeciderText(const std::string& text, const char* what) {
+  if (text.size() > kMaxDeciderBytes) {
+    return Status::Error(std::string("the decider's ") + what + " is longer than " +
+                         std::to_string(kMaxDeciderBytes) + " bytes");
   }
-  for (unsigned char c : who) {
-    if (c < 0x20 || c == 0x7f) return Status::Error("the decider's name has a control character");
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f) {
+      return Status::Error(std::string("the decider's ") + what + " has a control character");
+    }
   }
   return Status::Ok();
+}
+
+Status CheckDecider(const Decider& who) {
+  if (who.name.empty()) return Status::Error("who decides is not said");
+  if (who.user.empty()) return Status::Error("the decider's user is not said");
+  WARDEN_RETURN_IF_ERROR(CheckDeciderText(who.name, "name"));
+  WARDEN_RETURN_IF_ERROR(CheckDeciderText(who.user, "user"));
+  return CheckDeciderText(who.tenant, "tenant");
+}
+
+// Whether `vote` was cast by the person `who` is: by tenant and user, never by the name shown.
+bool SamePerson(const ApprovalVote& vote, const Decider& who) {
+  return vote.tenant == who.tenant && vote.user == who.user;
 }
 
 Status CheckSize(const std::string& text, size_t limit, const char* field) {
@@ -199,6 +213,9 @@ json VotesToJson(const std::vector<ApprovalVote>& votes, bool with_comment) {
   for (const ApprovalVote& v : votes) {
     json vote = {{"who", v.who}, {"at", v.at}};
     if (with_comment) vote["comment"] = v.comment;
+    vote["tenant"] = v.tenant;
+    vote["user"] = v.user;
+    vote["in_band"] = v.in_band;
     out.push_back(std::move(vote));
   }
   return out;
@@ -239,8 +256,13 @@ Result<ApprovalRecord> ReadApprovalRow(sqlite3_stmt* stmt) {
         !v["at"].is_string()) {
       return Status::Error("approval " + r.id + ": a vote is not {who, at}");
     }
-    ApprovalVote vote{v["who"].get<std::string>(), v["at"].get<std::string>(), ""};
+    ApprovalVote vote{v["who"].get<std::string>(), v["at"].get<std::string>(), "", "", "", false};
     if (v.contains("comment") && v["comment"].is_string()) vote.comment = v["comment"];
+    // A vote stored before votes named their person is that name's, with no tenant.
+    vote.user = vote.who;
+    if (v.contains("user") && v["user"].is_string()) vote.user = v["user"];
+    if (v.contains("tenant") && v["tenant"].is_string()) vote.tenant = v["tenant"];
+    if (v.contains("in_band") && v["in_band"].is_boolean()) vote.in_band = v["in_band"];
     r.votes.push_back(std::move(vote));
   }
   r.consumed_at = ColumnText(stmt, i++);
@@ -309,6 +331,15 @@ Result<int> UpdateInTransaction(sqlite3* db, const char* sql,
 }
 
 }  // namespace
+
+Decider Person(std::string tenant, std::string user, std::string name) {
+  if (name.empty()) name = user;
+  return Decider{std::move(tenant), std::move(user), std::move(name), false};
+}
+
+Decider AgentClient(std::string tenant, std::string user) {
+  return Decider{std::move(tenant), std::move(user), kAgentClientName, true};
+}
 
 std::string_view ToString(ApprovalStatus status) {
   switch (status) {
@@ -474,7 +505,7 @@ Result<std::vector<ApprovalRecord>> ApprovalStore::List(bool all, size_t limit) 
   return SelectApprovals(db_.get(), sql, nullptr, static_cast<int64_t>(limit));
 }
 
-Result<DecideResult> ApprovalStore::Decide(const std::string& id, const std::string& who,
+Result<DecideResult> ApprovalStore::Decide(const std::string& id, const Decider& who,
                                            const std::string& comment, bool approve) {
   WARDEN_RETURN_IF_ERROR(Writable());
   WARDEN_RETURN_IF_ERROR(CheckDecider(who));
@@ -511,13 +542,19 @@ Result<DecideResult> ApprovalStore::Decide(const std::string& id, const std::str
     return result;
   }
   if (approve) {
+    // The agent's own client is not a person: it may be the one vote self_approve allows, but
+    // never one of two.
+    if (who.in_band && r.votes_needed > 1) {
+      result.error = DecideError::kNeedsPerson;
+      return result;
+    }
     for (const ApprovalVote& vote : r.votes) {
-      if (vote.who == who) {
+      if (SamePerson(vote, who)) {
         result.error = DecideError::kSameApprover;
         return result;
       }
     }
-    r.votes.push_back({who, now, comment});
+    r.votes.push_back({who.name, now, comment, who.tenant, who.user, who.in_band});
     if (static_cast<int>(r.votes.size()) >= r.votes_needed) {
       r.status = ApprovalStatus::kApproved;
       std::string voters;
@@ -529,7 +566,7 @@ Result<DecideResult> ApprovalStore::Decide(const std::string& id, const std::str
     }
   } else {
     r.status = ApprovalStatus::kDenied;
-    r.decided_by = who;
+    r.decided_by = who.name;
     r.decided_at = now;
     r.comment = comment;
     result.decided = true;
@@ -539,12 +576,12 @@ Result<DecideResult> ApprovalStore::Decide(const std::string& id, const std::str
   return result;
 }
 
-Result<DecideResult> ApprovalStore::Approve(const std::string& id, const std::string& who,
+Result<DecideResult> ApprovalStore::Approve(const std::string& id, const Decider& who,
                                             const std::string& comment) {
   return Decide(id, who, comment, /*approve=*/true);
 }
 
-Result<DecideResult> ApprovalStore::Deny(const std::string& id, const std::string& who,
+Result<DecideResult> ApprovalStore::Deny(const std::string& id, const Decider& who,
                                          const std::string& comment) {
   return Decide(id, who, comment, /*approve=*/false);
 }

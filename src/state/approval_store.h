@@ -33,10 +33,29 @@ enum class ApprovalStatus { kPending, kApproved, kDenied, kExpired, kCancelled }
 std::string_view ToString(ApprovalStatus status);
 Result<ApprovalStatus> ParseApprovalStatus(std::string_view text);
 
+// Who decides an approval. People are told apart by who they are (tenant and user id), never by
+// the name shown: two names of one person are one vote. The host's CLI decides as its login
+// name with no tenant, which is also who single-user mode's local operator is. An answer of the
+// agent's own client (the in-band elicitation) comes over the agent's connection, authenticated
+// by the agent's key: it is `in_band`, speaks for nobody as a person, and never counts toward a
+// two-person approval (docs/approvals.md, "Who decides").
+struct Decider {
+  std::string tenant, user;  // the person (in_band: the user the agent acts for)
+  std::string name;          // what records, the audit log and people read
+  bool in_band = false;
+};
+// A person of `tenant` (empty: the host or single-user mode) named as `user` unless `name` says.
+Decider Person(std::string tenant, std::string user, std::string name = "");
+// The requesting user's agent's client answering in-band: named "the agent's client (in-band)".
+Decider AgentClient(std::string tenant, std::string user);
+inline constexpr const char* kAgentClientName = "the agent's client (in-band)";
+
 // One approver's yes, for calls that need two (approvals.two_person).
 struct ApprovalVote {
-  std::string who, at;  // at: RFC 3339 UTC
+  std::string who, at;  // who: Decider::name; at: RFC 3339 UTC
   std::string comment;  // what this approver said (the record's comment is the last vote's)
+  std::string tenant, user;  // the person (Decider); rows stored before these: "" and `who`
+  bool in_band = false;
 };
 
 struct ApprovalRecord {
@@ -76,7 +95,7 @@ struct ApprovalRecord {
 // The JSON the CLI (`--json`), the API and the webhook show: every field above except
 // retry_key, retry_told and owner (a pid is nobody's business outside the host), with `arguments`
 // as a JSON value (not text) and `votes` as
-// [{who, at, comment}].
+// [{who, at, comment, tenant, user, in_band}].
 nlohmann::json ToJson(const ApprovalRecord& record);
 
 // Why a decision could not be recorded.
@@ -85,6 +104,7 @@ enum class DecideError {
   kNotFound,        // no approval has this id (API 404)
   kAlreadyDecided,  // it is not pending any more (API 409); the record says how it ended
   kSameApprover,    // this person already approved it; two_person needs someone else (409)
+  kNeedsPerson,     // an in-band answer cannot be a vote of a two-person approval
 };
 
 struct DecideResult {
@@ -115,16 +135,17 @@ class ApprovalStore {
   Result<std::vector<ApprovalRecord>> List(bool all, size_t limit = 0);
 
   // An approver's yes: adds a vote; when votes reach votes_needed the row becomes approved
-  // (decided_by: the approvers joined by ", "). Errors of the decision itself come back in
-  // DecideResult; a Status error is a storage failure (or a `who` that is empty, over 256 bytes
-  // or has control characters; a comment over 1024 bytes, not UTF-8, or with control characters
-  // but newline and tab). A pending row past its `expires` is not decided late: the attempt
-  // expires it and gets kAlreadyDecided.
-  Result<DecideResult> Approve(const std::string& id, const std::string& who,
+  // (decided_by: the approvers' names joined by ", "). A person who voted already (same tenant
+  // and user, whatever the name) gets kSameApprover; an in-band answer on a row that needs two
+  // votes gets kNeedsPerson. Errors of the decision itself come back in DecideResult; a Status
+  // error is a storage failure (or a name or user that is empty, over 256 bytes or has control
+  // characters; a comment over 1024 bytes, not UTF-8, or with control characters but newline
+  // and tab). A pending row past its `expires` is not decided late: the attempt expires it and
+  // gets kAlreadyDecided.
+  Result<DecideResult> Approve(const std::string& id, const Decider& who,
                                const std::string& comment);
   // A no: denied at once, whoever else approved.
-  Result<DecideResult> Deny(const std::string& id, const std::string& who,
-                            const std::string& comment);
+  Result<DecideResult> Deny(const std::string& id, const Decider& who, const std::string& comment);
   // pending -> expired (decided_by "warden", comment `why`), or pending -> cancelled. Returns
   // false when it was not pending (someone decided first: their decision stands).
   Result<bool> Expire(const std::string& id, const std::string& why);
@@ -164,7 +185,7 @@ class ApprovalStore {
   Status Writable() const;
   // Whether state_approvals exists; an error when a store that created it misses it. Under mu_.
   Result<bool> HasTable();
-  Result<DecideResult> Decide(const std::string& id, const std::string& who,
+  Result<DecideResult> Decide(const std::string& id, const Decider& who,
                               const std::string& comment, bool approve);
   Result<bool> End(const std::string& id, ApprovalStatus status, const std::string& why);
 

@@ -13,7 +13,8 @@ import {
 
 const TOOL_SERVER = join(FIXTURES, 'tool-server.mjs');
 const keys = {
-  alice: makeApiKey(), bob: makeApiKey(), carol: makeApiKey(), dave: makeApiKey(), mailer: makeApiKey(),
+  alice: makeApiKey(), bob: makeApiKey(), carol: makeApiKey(), dave: makeApiKey(), erin: makeApiKey(),
+  mailer: makeApiKey(),
 };
 const bearer = (k) => ({ Authorization: `Bearer ${k.key}` });
 let tmp, db, policyFile, warden, agent;
@@ -27,6 +28,7 @@ identity:
         alice: { approver: true, keys: ["${keys.alice.hash}"] }
         carol: { approver: true, keys: ["${keys.carol.hash}"] }
         bob: { keys: ["${keys.bob.hash}"] }
+        erin: { keys: ["${keys.erin.hash}"] }
       agents:
         mailer: { user: bob, keys: ["${keys.mailer.hash}"] }
     other:
@@ -151,6 +153,18 @@ test('agents, the requesting user and other tenants are refused on every approva
   assert.equal(still.status, 'pending');
   assert.equal((await api(`/api/approvals/${a.id}/deny`, { method: 'POST', body: {} })).status, 200);
   assert.equal((await call).isError, true);
+
+  // The history shows a call's arguments to the tenant's approvers and to the user whose agent
+  // made it; another user of the tenant (erin) sees neither the entry nor its arguments.
+  const history = async (key) => (await (await api('/api/approvals?all=1', { key })).json()).approvals;
+  const mine = (list) => list.filter((x) => x.id === a.id);
+  assert.deepEqual(mine(await history(keys.alice)).map((x) => x.arguments), [{ text: 'approve yourself' }]);
+  assert.deepEqual(mine(await history(keys.bob)).map((x) => x.arguments), [{ text: 'approve yourself' }]);
+  assert.deepEqual(await history(keys.erin), [], "erin is neither an approver nor bob");
+  const shown = await api(`/api/approvals/${a.id}`, { key: keys.erin });
+  assert.equal(shown.status, 403);
+  assert.doesNotMatch(await shown.text(), /approve yourself/);
+  assert.equal((await api(`/api/approvals/${a.id}`, { key: keys.bob })).status, 200);
 });
 
 test('an approval is single-use and bound to its arguments', { timeout: 30000 }, async () => {

@@ -16,6 +16,9 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-sr
   + "form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 const XSS_IMG = '<img src=x onerror="window.__pwned=1">';
 const XSS_SCRIPT = '<script>window.__pwned=2</script>';
+// A right-to-left override: shown raw, "\u202e0009\u202c" reads "9000" (issue 31).
+const BIDI_AMOUNT = '\u202e0009\u202c';
+const BIDI_SHOWN = '\\u202e0009\\u202c';
 
 const alice = makeApiKey();  // a person: approver of acme
 const mailer = makeApiKey(); // an agent of bob's
@@ -155,7 +158,8 @@ test('a state-changing request with the cookie but without X-CSRF-Token is refus
 
 test('a person approves a paused call in the browser; its arguments show as text and never run', { timeout: 90000 }, async () => {
   const args = {
-    text: `hello ${XSS_IMG} ${XSS_SCRIPT}`,
+    text: `hello ${XSS_IMG} ${XSS_SCRIPT} pay ${BIDI_AMOUNT}`,
+    amount: BIDI_AMOUNT,
     html: XSS_IMG,
     script: XSS_SCRIPT,
     nested: { list: [1, 2.5, true, null], quote: '"\'&<>' },
@@ -173,13 +177,19 @@ test('a person approves a paused call in the browser; its arguments show as text
     const shown = await pre.textContent();
     // Exactly the call's arguments, pretty-printed, nothing cut.
     assert.deepEqual(JSON.parse(shown), args);
-    assert.equal(shown, JSON.stringify(JSON.parse(shown), null, 2));
+    // Pretty-printed as JSON.stringify does, but for the override's escapes (still JSON).
+    assert.equal(shown.replaceAll(BIDI_SHOWN, BIDI_AMOUNT), JSON.stringify(JSON.parse(shown), null, 2));
     assert.ok(shown.includes('END-OF-LONG'));
     // The attacker's markup is text, not elements, and nothing ran.
     // (In JSON text the img tag's quotes are escaped: the value shown is the string literal.)
     assert.ok(shown.includes(`"html": ${JSON.stringify(XSS_IMG)}`), shown.slice(0, 400));
     assert.ok(shown.includes(`"script": "${XSS_SCRIPT}"`), shown.slice(0, 400));
     assert.equal(await page.locator('#detail-arguments *').count(), 0);
+    // Bidirectional controls show as escapes, never obeyed: the page reads \u202e0009\u202c, not 9000.
+    assert.ok(shown.includes(`"amount": "${BIDI_SHOWN}"`), shown.slice(0, 400));
+    const pageText = await page.locator('body').innerText();
+    assert.ok(!pageText.includes('\u202e') && !pageText.includes('\u202c'), 'a raw bidi control is on the page');
+    assert.ok(pageText.includes(BIDI_SHOWN));
     assert.equal(await page.locator('img').count(), 0);
     assert.equal(await page.evaluate(() => window.__pwned), undefined);
     assert.match(await page.locator('#detail-facts').textContent(), /pending/);
@@ -190,7 +200,9 @@ test('a person approves a paused call in the browser; its arguments show as text
 
     const result = await call;
     assert.ok(!result.isError, JSON.stringify(result));
+    // The approved call ran with the stored value: the tool got the original string, override and all.
     assert.equal(resultText(result), args.text);
+    assert.ok(resultText(result).endsWith(`pay ${BIDI_AMOUNT}`));
     assert.equal(await page.evaluate(() => window.__pwned), undefined);
     assert.deepEqual(problems, []);
   } finally {

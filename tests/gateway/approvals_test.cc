@@ -7,6 +7,7 @@
 // store on the same file (what `warden approvals` does).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <mutex>
@@ -153,7 +154,7 @@ TEST_F(ApprovalsTest, AHighRiskCallWaitsAndRunsExactlyTheApprovedCallOnce) {
   EXPECT_FALSE(Ready(reply, 200ms)) << "the call must wait for a person";
   EXPECT_TRUE(UpstreamCalls().empty()) << "nothing reaches the upstream before the decision";
 
-  auto decided = gate_->Approve(r.id, "alice", "ok");
+  auto decided = gate_->Approve(r.id, state::Person("", "alice"), "ok");
   ASSERT_TRUE(decided) << decided.status().message();
   EXPECT_TRUE(decided->decided);
   ASSERT_TRUE(Ready(reply, 10s));
@@ -167,7 +168,7 @@ TEST_F(ApprovalsTest, AHighRiskCallWaitsAndRunsExactlyTheApprovedCallOnce) {
   auto again = gate_->Consume(r.id);
   ASSERT_TRUE(again);
   EXPECT_FALSE(*again);
-  auto twice = gate_->Approve(r.id, "alice", "");
+  auto twice = gate_->Approve(r.id, state::Person("", "alice"), "");
   ASSERT_TRUE(twice);
   EXPECT_EQ(twice->error, state::DecideError::kAlreadyDecided);
 
@@ -192,7 +193,7 @@ TEST_F(ApprovalsTest, TheSameCallMadeAgainAsksAgain) {
   auto first = Call(*session_, 10, "echo__echo", {{"text", "x"}});
   auto p1 = WaitPending(1);
   ASSERT_EQ(p1.size(), 1u);
-  ASSERT_TRUE(gate_->Approve(p1[0].id, "alice", ""));
+  ASSERT_TRUE(gate_->Approve(p1[0].id, state::Person("", "alice"), ""));
   ASSERT_TRUE(Ready(first, 10s));
   EXPECT_EQ(testing::ReplyText(first.get()), "x");
   auto second = Call(*session_, 11, "echo__echo", {{"text", "x"}});
@@ -201,7 +202,7 @@ TEST_F(ApprovalsTest, TheSameCallMadeAgainAsksAgain) {
   EXPECT_NE(p2[0].id, p1[0].id);
   EXPECT_EQ(p2[0].binding, p1[0].binding) << "same call, same binding";
   EXPECT_FALSE(Ready(second, 200ms)) << "an approval is single-use";
-  ASSERT_TRUE(gate_->Deny(p2[0].id, "alice", ""));
+  ASSERT_TRUE(gate_->Deny(p2[0].id, state::Person("", "alice"), ""));
   ASSERT_TRUE(Ready(second, 10s));
   EXPECT_EQ(UpstreamCalls().size(), 1u);
 }
@@ -211,7 +212,7 @@ TEST_F(ApprovalsTest, DenialGivesTheAgentWhoAndWhy) {
   auto reply = Call(*session_, 10, "echo__echo", {{"text", "wire $10k"}});
   auto pending = WaitPending(1);
   ASSERT_EQ(pending.size(), 1u);
-  ASSERT_TRUE(gate_->Deny(pending[0].id, "alice", "wrong recipient"));
+  ASSERT_TRUE(gate_->Deny(pending[0].id, state::Person("", "alice"), "wrong recipient"));
   ASSERT_TRUE(Ready(reply, 10s));
   json got = reply.get();
   EXPECT_TRUE(got["result"].value("isError", false)) << got.dump();
@@ -237,7 +238,7 @@ TEST_F(ApprovalsTest, ExpiryDeniesAndSaysAfterHowLong) {
   ASSERT_EQ(all->size(), 1u);
   EXPECT_EQ((*all)[0].status, ApprovalStatus::kExpired);
   // Approving after expiry changes nothing.
-  auto late = gate_->Approve((*all)[0].id, "alice", "");
+  auto late = gate_->Approve((*all)[0].id, state::Person("", "alice"), "");
   ASSERT_TRUE(late);
   EXPECT_EQ(late->error, state::DecideError::kAlreadyDecided);
   EXPECT_TRUE(UpstreamCalls().empty());
@@ -257,7 +258,7 @@ TEST_F(ApprovalsTest, TheClientCancellingCancelsTheApproval) {
   auto r = gate_->store().Get(pending[0].id);
   ASSERT_TRUE(r && *r);
   EXPECT_EQ((*r)->status, ApprovalStatus::kCancelled);
-  auto late = gate_->Approve(pending[0].id, "alice", "");
+  auto late = gate_->Approve(pending[0].id, state::Person("", "alice"), "");
   ASSERT_TRUE(late);
   EXPECT_EQ(late->error, state::DecideError::kAlreadyDecided);
   EXPECT_TRUE(UpstreamCalls().empty());
@@ -302,7 +303,7 @@ TEST_F(ApprovalsTest, AWaitingClientHearsProgressSoThatItDoesNotTimeOut) {
     }
     std::this_thread::sleep_for(10ms);
   }
-  ASSERT_TRUE(gate_->Approve(pending[0].id, "alice", ""));
+  ASSERT_TRUE(gate_->Approve(pending[0].id, state::Person("", "alice"), ""));
   ASSERT_TRUE(Ready(reply, 10s));
   std::lock_guard lock(mu);
   ASSERT_GE(progress.size(), 3u);
@@ -321,15 +322,15 @@ TEST_F(ApprovalsTest, TwoPersonRiskNeedsTwoDistinctApprovers) {
   auto pending = WaitPending(1);
   ASSERT_EQ(pending.size(), 1u);
   EXPECT_EQ(pending[0].votes_needed, 2);
-  auto one = gate_->Approve(pending[0].id, "alice", "");
+  auto one = gate_->Approve(pending[0].id, state::Person("", "alice"), "");
   ASSERT_TRUE(one);
   EXPECT_FALSE(one->decided);
-  auto same = gate_->Approve(pending[0].id, "alice", "");
+  auto same = gate_->Approve(pending[0].id, state::Person("", "alice"), "");
   ASSERT_TRUE(same);
   EXPECT_EQ(same->error, state::DecideError::kSameApprover);
   EXPECT_FALSE(Ready(reply, 200ms));
   EXPECT_TRUE(UpstreamCalls().empty());
-  auto two = gate_->Approve(pending[0].id, "carol", "");
+  auto two = gate_->Approve(pending[0].id, state::Person("", "carol"), "");
   ASSERT_TRUE(two);
   EXPECT_TRUE(two->decided);
   ASSERT_TRUE(Ready(reply, 10s));
@@ -353,7 +354,7 @@ TEST_F(ApprovalsTest, AGatewayStartingBesideALiveOneLeavesItsApprovalsAlone) {
   EXPECT_TRUE(ApprovalOwnerGone("1:0"));
   EXPECT_TRUE(ApprovalOwnerGone(""));
   EXPECT_TRUE(ApprovalOwnerGone("99999999:1"));
-  ASSERT_TRUE(gate_->Approve(pending[0].id, "alice", ""));
+  ASSERT_TRUE(gate_->Approve(pending[0].id, state::Person("", "alice"), ""));
   ASSERT_TRUE(Ready(reply, 10s));
   EXPECT_EQ(testing::ReplyText(reply.get()), "still mine");
 }
@@ -366,7 +367,7 @@ TEST_F(ApprovalsTest, ADecisionByAnotherProcessReleasesTheCall) {
   // What `warden approvals approve` does: its own connection to the file.
   auto other = state::ApprovalStore::Open({.path = db_});
   ASSERT_TRUE(other);
-  auto decided = (*other)->Approve(pending[0].id, "root (cli)", "");
+  auto decided = (*other)->Approve(pending[0].id, state::Person("", "root (cli)"), "");
   ASSERT_TRUE(decided);
   EXPECT_TRUE(decided->decided);
   ASSERT_TRUE(Ready(reply, 10s)) << "the gate polls the store for other processes' decisions";
@@ -409,7 +410,7 @@ TEST_F(ApprovalsTest, ARestartCancelsAndTheRetryIsToldOnceThenAsksAgain) {
   auto pending = WaitPending(1);
   ASSERT_EQ(pending.size(), 1u);
   const std::string retry_key = pending[0].retry_key;
-  ASSERT_TRUE(gate_->Deny(pending[0].id, "alice", "")) << "end it";
+  ASSERT_TRUE(gate_->Deny(pending[0].id, state::Person("", "alice"), "")) << "end it";
   ASSERT_TRUE(Ready(reply, 10s));
 
   // Now a crash with that call pending: a new gate on the file cancels it as restarted.
@@ -464,8 +465,9 @@ class InBandApprovalsTest : public ApprovalsTest {
   }
 
   // Makes the call, waits for warden's elicitation/create, answers it with `answer`, and returns
-  // the call's reply and the elicitation's params.
-  std::pair<json, json> CallAndAnswer(McpSession& session, const json& args, const json& answer) {
+  // the call's reply (not waited for) and the elicitation's params.
+  std::pair<std::future<json>, json> Answered(McpSession& session, const json& args,
+                                              const json& answer) {
     auto asked = std::make_shared<std::promise<mcp::Request>>();
     auto once = std::make_shared<std::once_flag>();
     auto reply =
@@ -477,8 +479,13 @@ class InBandApprovalsTest : public ApprovalsTest {
     EXPECT_EQ(request.wait_for(10s), std::future_status::ready) << "the client was not asked";
     mcp::Request r = request.get();
     session.Handle(mcp::Response{r.id, answer}, {});
+    return {std::move(reply), r.params.value_or(json())};
+  }
+  // The same, waiting for the reply.
+  std::pair<json, json> CallAndAnswer(McpSession& session, const json& args, const json& answer) {
+    auto [reply, params] = Answered(session, args, answer);
     EXPECT_TRUE(Ready(reply, 10s));
-    return {reply.get(), r.params.value_or(json())};
+    return {reply.get(), std::move(params)};
   }
 };
 
@@ -499,17 +506,77 @@ TEST_F(InBandApprovalsTest, TheClientSeesTheExactCallAndItsYesRunsIt) {
   ASSERT_TRUE(all);
   ASSERT_EQ(all->size(), 1u);
   EXPECT_EQ((*all)[0].status, ApprovalStatus::kApproved);
-  EXPECT_EQ((*all)[0].decided_by, "tester (in-band)");
+  EXPECT_EQ((*all)[0].decided_by, "the agent's client (in-band)");
+  ASSERT_EQ((*all)[0].votes.size(), 1u);
+  EXPECT_TRUE((*all)[0].votes[0].in_band);
   session->Close();
 }
 
-TEST_F(InBandApprovalsTest, DecliningInTheClientDenies) {
+// Issue 31: `codex exec` declines every elicitation by itself and Claude Code's -p mode cancels
+// every one: by default neither ends the approval, a person still decides.
+TEST_F(InBandApprovalsTest, DecliningOrCancellingInTheClientLeavesItToAPersonByDefault) {
   Start("approvals:\n  self_approve: true\n");
+  auto session = ElicitingSession();
+  for (const char* action : {"decline", "cancel"}) {
+    SCOPED_TRACE(action);
+    auto [reply, params] = Answered(*session, {{"text", action}}, {{"action", action}});
+    EXPECT_FALSE(Ready(reply, 300ms)) << "the client's " << action << " ended the wait";
+    auto pending = WaitPending(1);
+    ASSERT_EQ(pending.size(), 1u);
+    EXPECT_TRUE(pending[0].votes.empty());
+    ASSERT_TRUE(gate_->Approve(pending[0].id, state::Person("", "tester", "tester (local operator)"), ""));
+    ASSERT_TRUE(Ready(reply, 10s));
+    EXPECT_EQ(testing::ReplyText(reply.get()), action);
+  }
+  session->Close();
+}
+
+TEST_F(InBandApprovalsTest, WithClientDeclineDenyDecliningInTheClientDenies) {
+  Start("approvals:\n  self_approve: true\n  client_decline: deny\n");
   auto session = ElicitingSession();
   auto [reply, params] = CallAndAnswer(*session, {{"text", "no"}}, {{"action", "decline"}});
   EXPECT_NE(testing::ReplyText(reply).find("declined in the client"), std::string::npos)
       << reply.dump();
   EXPECT_TRUE(UpstreamCalls().empty());
+  session->Close();
+}
+
+// Issue 31, the attack: two_person with self_approve. The agent's own client answered the in-band
+// question within milliseconds ("tester (in-band)"), its user approved once ("tester"): two names,
+// one person, and the call ran. Now the client is not asked for a two-person call, the user's
+// second name is the same person, and only another person's vote releases it.
+TEST_F(InBandApprovalsTest, ATwoPersonApprovalIsNeverMetByTheAgentsClientAndItsUser) {
+  Start("approvals:\n  self_approve: true\n  two_person: [high]\n");
+  auto session = ElicitingSession();
+  std::atomic<int> elicitations{0};
+  auto reply = Call(*session, 10, "echo__echo", {{"text", "wire 9000 EUR"}}, nullptr,
+                    [&elicitations](const mcp::Message& m) {
+                      if (auto* r = std::get_if<mcp::Request>(&m);
+                          r && r->method == "elicitation/create")
+                        ++elicitations;
+                    });
+  auto pending = WaitPending(1);
+  ASSERT_EQ(pending.size(), 1u);
+  const std::string id = pending[0].id;
+  // Even if a client's answer were taken, the store refuses it as a vote of two.
+  auto in_band = gate_->Approve(id, state::AgentClient("", "tester"), "");
+  ASSERT_TRUE(in_band);
+  EXPECT_EQ(in_band->error, state::DecideError::kNeedsPerson);
+  // The user, once as the local operator and once under the CLI's name: one person.
+  auto first = gate_->Approve(id, state::Person("", "tester", "tester (local operator)"), "");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->error, state::DecideError::kNone);
+  auto again = gate_->Approve(id, state::Person("", "tester", "tester (cli)"), "");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->error, state::DecideError::kSameApprover);
+  EXPECT_FALSE(Ready(reply, 200ms)) << "one person's votes released a two-person call";
+  EXPECT_EQ(elicitations.load(), 0) << "the agent's client was asked to vote on a two-person call";
+  EXPECT_TRUE(UpstreamCalls().empty());
+  auto second = gate_->Approve(id, state::Person("", "carol"), "");
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(second->decided);
+  ASSERT_TRUE(Ready(reply, 10s));
+  EXPECT_EQ(testing::ReplyText(reply.get()), "wire 9000 EUR");
   session->Close();
 }
 

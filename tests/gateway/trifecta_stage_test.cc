@@ -161,7 +161,7 @@ TEST_F(TrifectaStageTest, TheThirdLegWaitsForAPersonWhoSeesTheLegs) {
   for (const std::string& l : pending->reasons) lines += l + "\n";
   EXPECT_NE(lines.find("untrusted content from #1 web__search"), std::string::npos) << lines;
   EXPECT_NE(lines.find("private data from #2 drive__read_file"), std::string::npos) << lines;
-  ASSERT_TRUE(gate_->Deny(pending->id, "bob", "no"));
+  ASSERT_TRUE(gate_->Deny(pending->id, state::Person("", "bob"), "no"));
   ASSERT_EQ(done.wait_for(5s), std::future_status::ready);
   EXPECT_EQ(done.get().result, StageResult::kDeny);
   // The entry written when the call began to wait carries the legs.
@@ -243,7 +243,7 @@ TEST_F(TrifectaStageTest, AnApprovedFetchDoesNotFollowARedirectToAnotherHost) {
     EXPECT_TRUE(pending) << "the fetch did not wait for a person";
     if (pending) {
       EXPECT_NE(pending->reason.find("trifecta"), std::string::npos) << pending->reason;
-      EXPECT_TRUE(gate_->Approve(pending->id, "bob", "that page is fine"));
+      EXPECT_TRUE(gate_->Approve(pending->id, state::Person("", "bob"), "that page is fine"));
     }
     EXPECT_EQ(done.wait_for(10s), std::future_status::ready);
     EXPECT_EQ(done.get().result, StageResult::kContinue);
@@ -373,7 +373,7 @@ TEST_F(SandboxEgressTest, AnApprovedRunMaySendButNotThePrivateData) {
   auto pending = Pending();
   ASSERT_TRUE(pending) << "the sandbox with egress did not wait for a person";
   EXPECT_NE(pending->reason.find("trifecta"), std::string::npos) << pending->reason;
-  EXPECT_TRUE(gate_->Approve(pending->id, "bob", "it only reads the release notes"));
+  EXPECT_TRUE(gate_->Approve(pending->id, state::Person("", "bob"), "it only reads the release notes"));
   runner.join();
   EXPECT_EQ(ran.get_future().get().result, StageResult::kContinue);
   const std::string out = Output(*call);

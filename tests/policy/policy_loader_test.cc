@@ -498,13 +498,17 @@ TEST(PolicyLoaderTest, ApprovalsSectionSaysWhatItMeans) {
   EXPECT_EQ(literal.approvals.webhook->url, "http://127.0.0.1:9000/hook");
   EXPECT_EQ(literal.approvals.webhook->secret, "s3cret");
   EXPECT_FALSE(MustLoad(head + "  self_approve: false\n").approvals.self_approve);
+  EXPECT_FALSE(MustLoad(head + "  self_approve: true\n").approvals.client_decline_denies)
+      << "a client's decline leaves the call to a person unless the policy says";
+  EXPECT_TRUE(MustLoad(head + "  client_decline: deny\n").approvals.client_decline_denies);
+  EXPECT_FALSE(MustLoad(head + "  client_decline: pending\n").approvals.client_decline_denies);
 }
 
 TEST(PolicyLoaderTest, ApprovalsMistakesSayWhereAndWhatWasExpected) {
   const std::string head = kApprovalsHead;
   EXPECT_LOAD_ERROR(head + "  timeuot: 5m\n",
                     "test.yaml:9: approvals: unknown key 'timeuot' (expected one of: timeout, "
-                    "self_approve, two_person, approvers, webhook)");
+                    "self_approve, client_decline, two_person, approvers, webhook)");
   EXPECT_LOAD_ERROR(head + "  timeout: 5m\n  timeout: 6m\n",
                     "test.yaml:10: approvals.timeout: given twice");
   EXPECT_LOAD_ERROR("version: 1\napprovals: [timeout]\n",
@@ -524,6 +528,9 @@ TEST(PolicyLoaderTest, ApprovalsMistakesSayWhereAndWhatWasExpected) {
   // self_approve
   EXPECT_LOAD_ERROR(head + "  self_approve: yes\n",
                     "test.yaml:9: approvals.self_approve: expected true or false, got 'yes'");
+  // client_decline
+  EXPECT_LOAD_ERROR(head + "  client_decline: ignore\n",
+                    "test.yaml:9: approvals.client_decline: expected pending or deny, got 'ignore'");
   // two_person
   EXPECT_LOAD_ERROR(head + "  two_person: high\n",
                     "test.yaml:9: approvals.two_person: expected a list");

@@ -156,7 +156,7 @@ TEST(ApprovalStoreTest, ApproveEndsThePendingStateOnceAndASecondDecisionIsAlread
   TempDb tmp;
   auto store = OpenApprovals(tmp.path());
   ApprovalRecord call = Created(*store, MailCall());
-  auto approved = store->Approve(call.id, "alice", "looks right");
+  auto approved = store->Approve(call.id, Person("", "alice"), "looks right");
   ASSERT_TRUE(approved) << approved.status().message();
   EXPECT_EQ(approved->error, DecideError::kNone);
   EXPECT_TRUE(approved->decided);
@@ -169,7 +169,7 @@ TEST(ApprovalStoreTest, ApproveEndsThePendingStateOnceAndASecondDecisionIsAlread
   EXPECT_EQ(approved->record.votes[0].comment, "looks right");
 
   for (bool approve : {true, false}) {
-    auto again = approve ? store->Approve(call.id, "carol", "") : store->Deny(call.id, "carol", "");
+    auto again = approve ? store->Approve(call.id, Person("", "carol"), "") : store->Deny(call.id, Person("", "carol"), "");
     ASSERT_TRUE(again);
     EXPECT_EQ(again->error, DecideError::kAlreadyDecided);
     EXPECT_FALSE(again->decided);
@@ -183,7 +183,7 @@ TEST(ApprovalStoreTest, DenyEndsItAtOnceAndTheRecordSaysWhoAndWhy) {
   TempDb tmp;
   auto store = OpenApprovals(tmp.path());
   ApprovalRecord call = Created(*store, MailCall());
-  auto denied = store->Deny(call.id, "alice", "wrong recipient");
+  auto denied = store->Deny(call.id, Person("", "alice"), "wrong recipient");
   ASSERT_TRUE(denied);
   EXPECT_EQ(denied->error, DecideError::kNone);
   EXPECT_TRUE(denied->decided);
@@ -192,7 +192,7 @@ TEST(ApprovalStoreTest, DenyEndsItAtOnceAndTheRecordSaysWhoAndWhy) {
   EXPECT_EQ(got.decided_by, "alice");
   EXPECT_EQ(got.comment, "wrong recipient");
   EXPECT_TRUE(got.votes.empty());
-  auto late = store->Approve(call.id, "carol", "");
+  auto late = store->Approve(call.id, Person("", "carol"), "");
   ASSERT_TRUE(late);
   EXPECT_EQ(late->error, DecideError::kAlreadyDecided);
   EXPECT_EQ(late->record.status, ApprovalStatus::kDenied);
@@ -205,7 +205,7 @@ TEST(ApprovalStoreTest, TwoPersonNeedsASecondDifferentApprover) {
   TempDb tmp;
   auto store = OpenApprovals(tmp.path());
   ApprovalRecord call = Created(*store, MailCall(2));
-  auto first = store->Approve(call.id, "alice", "fine by me");
+  auto first = store->Approve(call.id, Person("", "alice"), "fine by me");
   ASSERT_TRUE(first);
   EXPECT_EQ(first->error, DecideError::kNone);
   EXPECT_FALSE(first->decided);
@@ -213,7 +213,7 @@ TEST(ApprovalStoreTest, TwoPersonNeedsASecondDifferentApprover) {
   EXPECT_EQ(first->record.decided_by, "");
   ASSERT_EQ(first->record.votes.size(), 1u);
 
-  auto same = store->Approve(call.id, "alice", "really fine");
+  auto same = store->Approve(call.id, Person("", "alice"), "really fine");
   ASSERT_TRUE(same);
   EXPECT_EQ(same->error, DecideError::kSameApprover);
   EXPECT_FALSE(same->decided);
@@ -223,7 +223,7 @@ TEST(ApprovalStoreTest, TwoPersonNeedsASecondDifferentApprover) {
   ASSERT_TRUE(consumed);
   EXPECT_FALSE(*consumed) << "one vote of two released the call";
 
-  auto second = store->Approve(call.id, "carol", "ok");
+  auto second = store->Approve(call.id, Person("", "carol"), "ok");
   ASSERT_TRUE(second);
   EXPECT_EQ(second->error, DecideError::kNone);
   EXPECT_TRUE(second->decided);
@@ -242,15 +242,15 @@ TEST(ApprovalStoreTest, DenyAfterOneVoteOfTwoEndsIt) {
   TempDb tmp;
   auto store = OpenApprovals(tmp.path());
   ApprovalRecord call = Created(*store, MailCall(2));
-  ASSERT_TRUE(store->Approve(call.id, "alice", ""));
-  auto denied = store->Deny(call.id, "carol", "no");
+  ASSERT_TRUE(store->Approve(call.id, Person("", "alice"), ""));
+  auto denied = store->Deny(call.id, Person("", "carol"), "no");
   ASSERT_TRUE(denied);
   EXPECT_TRUE(denied->decided);
   ApprovalRecord got = Fetched(*store, call.id);
   EXPECT_EQ(got.status, ApprovalStatus::kDenied);
   EXPECT_EQ(got.decided_by, "carol");
   EXPECT_EQ(got.votes.size(), 1u);  // alice's yes stays on the record
-  auto late = store->Approve(call.id, "dave", "");
+  auto late = store->Approve(call.id, Person("", "dave"), "");
   ASSERT_TRUE(late);
   EXPECT_EQ(late->error, DecideError::kAlreadyDecided);
 }
@@ -259,7 +259,7 @@ TEST(ApprovalStoreTest, ExpireAndCancelLoseToADecisionAndEndOnlyPendingRows) {
   TempDb tmp;
   auto store = OpenApprovals(tmp.path());
   ApprovalRecord decided = Created(*store, MailCall());
-  ASSERT_TRUE(store->Approve(decided.id, "alice", ""));
+  ASSERT_TRUE(store->Approve(decided.id, Person("", "alice"), ""));
   EXPECT_FALSE(*store->Expire(decided.id, "approval expired after 10m"));
   EXPECT_FALSE(*store->Cancel(decided.id, "session closed"));
   EXPECT_EQ(Fetched(*store, decided.id).status, ApprovalStatus::kApproved);
@@ -272,7 +272,7 @@ TEST(ApprovalStoreTest, ExpireAndCancelLoseToADecisionAndEndOnlyPendingRows) {
   EXPECT_EQ(expired.decided_by, "warden");
   EXPECT_EQ(expired.comment, "approval expired after 10m");
   EXPECT_FALSE(expired.decided_at.empty());
-  auto late = store->Approve(waiting.id, "alice", "");
+  auto late = store->Approve(waiting.id, Person("", "alice"), "");
   ASSERT_TRUE(late);
   EXPECT_EQ(late->error, DecideError::kAlreadyDecided);
   EXPECT_EQ(late->record.status, ApprovalStatus::kExpired);
@@ -294,7 +294,7 @@ TEST(ApprovalStoreTest, AnApprovalPastItsExpiryIsNotApprovedLate) {
   call.created = audit::FormatTime(now - 20min);
   call.expires = audit::FormatTime(now - 10min);
   call = Created(*store, call);
-  auto late = store->Approve(call.id, "alice", "");
+  auto late = store->Approve(call.id, Person("", "alice"), "");
   ASSERT_TRUE(late);
   EXPECT_EQ(late->error, DecideError::kAlreadyDecided);
   EXPECT_FALSE(late->decided);
@@ -307,10 +307,10 @@ TEST(ApprovalStoreTest, UnknownIdsAreNotFound) {
   TempDb tmp;
   auto store = OpenApprovals(tmp.path());
   const std::string nobody = "apr_" + std::string(32, 'f');
-  auto approve = store->Approve(nobody, "alice", "");
+  auto approve = store->Approve(nobody, Person("", "alice"), "");
   ASSERT_TRUE(approve);
   EXPECT_EQ(approve->error, DecideError::kNotFound);
-  auto deny = store->Deny(nobody, "alice", "");
+  auto deny = store->Deny(nobody, Person("", "alice"), "");
   ASSERT_TRUE(deny);
   EXPECT_EQ(deny->error, DecideError::kNotFound);
   EXPECT_FALSE(*store->Consume(nobody));
@@ -322,7 +322,7 @@ TEST(ApprovalStoreTest, ConsumeReleasesAnApprovedCallExactlyOnce) {
   auto store = OpenApprovals(tmp.path());
   ApprovalRecord call = Created(*store, MailCall());
   EXPECT_FALSE(*store->Consume(call.id)) << "a pending call was released";
-  ASSERT_TRUE(store->Approve(call.id, "alice", ""));
+  ASSERT_TRUE(store->Approve(call.id, Person("", "alice"), ""));
   EXPECT_TRUE(*store->Consume(call.id));
   EXPECT_FALSE(*store->Consume(call.id));
   ApprovalRecord got = Fetched(*store, call.id);
@@ -337,7 +337,7 @@ TEST(ApprovalStoreTest, ConsumeFromTwoThreadsOnTwoConnectionsSucceedsOnce) {
   ASSERT_TRUE(a && b);
   for (int round = 0; round < 20; ++round) {
     ApprovalRecord call = Created(*a, MailCall());
-    ASSERT_TRUE(a->Approve(call.id, "alice", ""));
+    ASSERT_TRUE(a->Approve(call.id, Person("", "alice"), ""));
     std::atomic<int> released{0};
     std::atomic<bool> go{false};
     auto consume = [&](ApprovalStore* store) {
@@ -364,7 +364,7 @@ std::vector<DecideResult> DecideAtOnce(const std::vector<ApprovalStore*>& stores
       ApprovalStore* store = stores[static_cast<size_t>(i) % stores.size()];
       while (!go) std::this_thread::yield();
       const std::string who = "approver-" + std::to_string(i);
-      auto r = approves(i) ? store->Approve(id, who, "") : store->Deny(id, who, "");
+      auto r = approves(i) ? store->Approve(id, Person("", who), "") : store->Deny(id, Person("", who), "");
       ASSERT_TRUE(r) << r.status().message();
       results[static_cast<size_t>(i)] = *r;
     });
@@ -437,7 +437,7 @@ TEST(ApprovalStoreTest, CancelAllPendingEndsOnlyPendingRowsAndARetryIsToldOnce) 
   ApprovalRecord second = Created(*store, MailCall(1, second_key));
   ApprovalRecord approved = Created(*store, MailCall(1, approved_key));
   ApprovalRecord cancelled = Created(*store, MailCall(1, cancelled_key));
-  ASSERT_TRUE(store->Approve(approved.id, "alice", ""));
+  ASSERT_TRUE(store->Approve(approved.id, Person("", "alice"), ""));
   ASSERT_TRUE(*store->Cancel(cancelled.id, "session closed"));
 
   auto count = store->CancelAllPending("gateway restarted");
@@ -477,7 +477,7 @@ TEST(ApprovalStoreTest, CancelOrphanedEndsOnlyPendingRowsOfProcessesThatAreGone)
   ApprovalRecord decided = MailCall(1, std::string(64, '4'));
   decided.owner = "200:7";
   decided = Created(*store, decided);
-  ASSERT_TRUE(store->Approve(decided.id, "alice", ""));
+  ASSERT_TRUE(store->Approve(decided.id, Person("", "alice"), ""));
   EXPECT_EQ(Fetched(*store, mine.id).owner, "100:5");
 
   std::vector<std::string> asked;
@@ -506,15 +506,15 @@ TEST(ApprovalStoreTest, DecidedSinceGivesWhatEndedAtOrAfterATimeOldestFirst) {
   auto gateway = OpenApprovals(tmp.path());
   auto cli = OpenApprovals(tmp.path());
   ApprovalRecord early = Created(*gateway, MailCall());
-  ASSERT_TRUE(cli->Deny(early.id, "alice", ""));
+  ASSERT_TRUE(cli->Deny(early.id, Person("", "alice"), ""));
   std::this_thread::sleep_for(2ms);
   const std::string since = Now();
   ApprovalRecord approved = Created(*gateway, MailCall());
   ApprovalRecord expired = Created(*gateway, MailCall());
   ApprovalRecord waiting = Created(*gateway, MailCall(2));
-  ASSERT_TRUE(cli->Approve(approved.id, "alice", ""));
+  ASSERT_TRUE(cli->Approve(approved.id, Person("", "alice"), ""));
   ASSERT_TRUE(*gateway->Expire(expired.id, "approval expired after 10m"));
-  ASSERT_TRUE(cli->Approve(waiting.id, "alice", ""));  // one vote of two: still pending
+  ASSERT_TRUE(cli->Approve(waiting.id, Person("", "alice"), ""));  // one vote of two: still pending
   auto decided = gateway->DecidedSince(since);
   ASSERT_TRUE(decided) << decided.status().message();
   ASSERT_EQ(decided->size(), 2u);
@@ -569,7 +569,7 @@ TEST(ApprovalStoreTest, ListGivesPendingOldestFirstAndAllNewestFirst) {
     r.created = audit::FormatTime(now - std::chrono::minutes(4 - i));
     ids.push_back(Created(*store, r).id);
   }
-  ASSERT_TRUE(store->Deny(ids[1], "alice", ""));
+  ASSERT_TRUE(store->Deny(ids[1], Person("", "alice"), ""));
   auto pending = store->List(false);
   ASSERT_TRUE(pending) << pending.status().message();
   ASSERT_EQ(pending->size(), 3u);
@@ -590,7 +590,7 @@ TEST(ApprovalStoreTest, ToJsonShowsArgumentsAsJsonAndNotTheRetryFields) {
   TempDb tmp;
   auto store = OpenApprovals(tmp.path());
   ApprovalRecord call = Created(*store, MailCall(2));
-  ASSERT_TRUE(store->Approve(call.id, "alice", "first"));
+  ASSERT_TRUE(store->Approve(call.id, Person("", "alice"), "first"));
   json j = ToJson(Fetched(*store, call.id));
   EXPECT_EQ(j["arguments"], json({{"to", "x@example.com"}, {"body", "hello"}}));
   EXPECT_EQ(j["status"], "pending");
@@ -609,18 +609,72 @@ TEST(ApprovalStoreTest, ToJsonShowsArgumentsAsJsonAndNotTheRetryFields) {
   }
 }
 
+// Issue 31: one person under two names is one vote. The agent's client answered in-band as
+// "bob (in-band)" and bob then approved through the API as "bob": two strings, one person.
+TEST(ApprovalStoreTest, TwoPersonTellsVotesApartByPersonNotByName) {
+  TempDb tmp;
+  auto store = OpenApprovals(tmp.path());
+  ApprovalRecord call = Created(*store, MailCall(2));
+  ASSERT_TRUE(store->Approve(call.id, Person("acme", "bob", "bob (console)"), ""));
+  auto renamed = store->Approve(call.id, Person("acme", "bob", "bob via the API"), "");
+  ASSERT_TRUE(renamed);
+  EXPECT_EQ(renamed->error, DecideError::kSameApprover) << "one person, two names, two votes";
+  EXPECT_EQ(Fetched(*store, call.id).status, ApprovalStatus::kPending);
+  // Same user id in another tenant is another person; same name, another user, too.
+  auto other_tenant = store->Approve(call.id, Person("globex", "bob", "bob (console)"), "");
+  ASSERT_TRUE(other_tenant);
+  EXPECT_EQ(other_tenant->error, DecideError::kNone);
+  EXPECT_TRUE(other_tenant->decided);
+  ApprovalRecord got = Fetched(*store, call.id);
+  ASSERT_EQ(got.votes.size(), 2u);
+  EXPECT_EQ(got.votes[0].tenant, "acme");
+  EXPECT_EQ(got.votes[0].user, "bob");
+  EXPECT_EQ(got.votes[1].tenant, "globex");
+  EXPECT_FALSE(got.votes[0].in_band);
+  EXPECT_EQ(ToJson(got)["votes"][1]["user"], "bob");
+}
+
+TEST(ApprovalStoreTest, AnInBandAnswerIsNeverAVoteOfATwoPersonApproval) {
+  TempDb tmp;
+  auto store = OpenApprovals(tmp.path());
+  ApprovalRecord two = Created(*store, MailCall(2));
+  auto in_band = store->Approve(two.id, AgentClient("acme", "bob"), "");
+  ASSERT_TRUE(in_band);
+  EXPECT_EQ(in_band->error, DecideError::kNeedsPerson);
+  EXPECT_TRUE(Fetched(*store, two.id).votes.empty());
+  // After a person's vote it still cannot be the second.
+  ASSERT_TRUE(store->Approve(two.id, Person("acme", "bob"), ""));
+  auto second = store->Approve(two.id, AgentClient("acme", "bob"), "");
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->error, DecideError::kNeedsPerson);
+  EXPECT_EQ(Fetched(*store, two.id).status, ApprovalStatus::kPending);
+
+  // Where one vote is enough (self_approve), it is that vote, named as what it is.
+  ApprovalRecord one = Created(*store, MailCall(1));
+  auto single = store->Approve(one.id, AgentClient("acme", "bob"), "");
+  ASSERT_TRUE(single);
+  EXPECT_TRUE(single->decided);
+  ApprovalRecord got = Fetched(*store, one.id);
+  EXPECT_EQ(got.decided_by, "the agent's client (in-band)");
+  ASSERT_EQ(got.votes.size(), 1u);
+  EXPECT_TRUE(got.votes[0].in_band);
+  EXPECT_EQ(got.votes[0].user, "bob");
+}
+
 TEST(ApprovalStoreTest, CommentsAndDecidersAreBoundedAndHaveNoControlCharacters) {
   TempDb tmp;
   auto store = OpenApprovals(tmp.path());
   ApprovalRecord call = Created(*store, MailCall());
-  EXPECT_FALSE(store->Approve(call.id, "alice", std::string(1025, 'c')));
-  EXPECT_FALSE(store->Deny(call.id, "alice", "\x1b[2Jall clear"));
-  EXPECT_FALSE(store->Deny(call.id, "alice", "bad \xff byte"));
-  EXPECT_FALSE(store->Approve(call.id, "", ""));
-  EXPECT_FALSE(store->Approve(call.id, "ali\nce", ""));
-  EXPECT_FALSE(store->Approve(call.id, std::string(257, 'a'), ""));
+  EXPECT_FALSE(store->Approve(call.id, Person("", "alice"), std::string(1025, 'c')));
+  EXPECT_FALSE(store->Deny(call.id, Person("", "alice"), "\x1b[2Jall clear"));
+  EXPECT_FALSE(store->Deny(call.id, Person("", "alice"), "bad \xff byte"));
+  EXPECT_FALSE(store->Approve(call.id, Person("", ""), ""));
+  EXPECT_FALSE(store->Approve(call.id, Person("", "ali\nce"), ""));
+  EXPECT_FALSE(store->Approve(call.id, Person("", std::string(257, 'a')), ""));
+  EXPECT_FALSE(store->Approve(call.id, Person("acme", "alice", std::string(257, 'a')), ""));
+  EXPECT_FALSE(store->Approve(call.id, Person("ac\x1bme", "alice"), ""));
   EXPECT_EQ(Fetched(*store, call.id).status, ApprovalStatus::kPending);
-  auto ok = store->Deny(call.id, "alice", std::string("line one\n\tline two ") + "\xc3\xa9");
+  auto ok = store->Deny(call.id, Person("", "alice"), std::string("line one\n\tline two ") + "\xc3\xa9");
   ASSERT_TRUE(ok) << ok.status().message();
   EXPECT_TRUE(ok->decided);
   EXPECT_FALSE(store->Expire(call.id, std::string(1025, 'w')));
@@ -642,7 +696,7 @@ TEST(ApprovalStoreTest, ReadOnlyStoreReadsAFileWithoutTheTableAsNoApprovalsAndNe
   ASSERT_TRUE(got);
   EXPECT_FALSE(*got);
   EXPECT_FALSE(reader->Create(MailCall()));
-  EXPECT_FALSE(reader->Approve("apr_" + std::string(32, '0'), "alice", ""));
+  EXPECT_FALSE(reader->Approve("apr_" + std::string(32, '0'), Person("", "alice"), ""));
   EXPECT_FALSE(reader->CancelAllPending("gateway restarted"));
   EXPECT_TRUE(reader->DataVersion());
 
@@ -725,7 +779,7 @@ TEST(ApprovalStoreTest, DataVersionMovesWhenAnotherConnectionDecides) {
   auto before = gateway->DataVersion();
   ASSERT_TRUE(before);
   EXPECT_EQ(*gateway->DataVersion(), *before);
-  ASSERT_TRUE(cli->Approve(call.id, "alice", ""));
+  ASSERT_TRUE(cli->Approve(call.id, Person("", "alice"), ""));
   EXPECT_NE(*gateway->DataVersion(), *before);
   EXPECT_EQ(Fetched(*gateway, call.id).status, ApprovalStatus::kApproved);
 }

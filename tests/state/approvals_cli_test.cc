@@ -10,6 +10,7 @@
 
 #include "audit/time_format.h"
 #include "harness.h"
+#include "state/admin_audit.h"
 #include "state/approval_store.h"
 
 namespace warden {
@@ -75,7 +76,7 @@ bool Has(const std::string& text, const std::string& part) {
 TEST_F(ApprovalsCliTest, ListShowsOneLinePerPendingApprovalAndAllShowsDecidedOnes) {
   ApprovalRecord first = Waiting({{"to", "x@example.com"}});
   ApprovalRecord second = Waiting({{"to", "y@example.com"}}, 2, "mail__forward");
-  ASSERT_TRUE(store_->Deny(Waiting({{"to", "z"}}).id, "alice", "no"));
+  ASSERT_TRUE(store_->Deny(Waiting({{"to", "z"}}).id, state::Person("acme", "alice"), "no"));
 
   Outcome list = Warden({"approvals", "list"});
   ASSERT_EQ(list.exit_code, 0) << list.err;
@@ -212,7 +213,14 @@ TEST_F(ApprovalsCliTest, TwoPersonApprovalSaysOneOfTwoAndRefusesTheSameOperatorT
   EXPECT_TRUE(Has(again.err, "already approved")) << again.err;
   EXPECT_TRUE(Has(again.err, "different person")) << again.err;
 
-  auto second = store_->Approve(call.id, "alice", "");
+  // Single-user mode's local operator is the host's login too: the same person as the CLI's,
+  // whatever either is called (issue 31: votes are told apart by person, not by name).
+  const std::string login = state::OperatorName();
+  auto renamed = store_->Approve(call.id, state::Person("", login, login + " (local operator)"), "");
+  ASSERT_TRUE(renamed);
+  EXPECT_EQ(renamed->error, state::DecideError::kSameApprover);
+
+  auto second = store_->Approve(call.id, state::Person("acme", "alice"), "");
   ASSERT_TRUE(second);
   EXPECT_TRUE(second->decided);
   EXPECT_EQ(AdminEntries().size(), 1u) << "the refused vote was audited";

@@ -41,9 +41,10 @@ std::string FormatDuration(std::chrono::milliseconds duration) {
   return out;
 }
 
-std::string DeciderName(const identity::Caller& caller, bool local_operator) {
-  if (local_operator) return caller.user + " (local operator)";
-  return caller.user;
+state::Decider DeciderOf(const identity::Caller& caller, bool local_operator) {
+  // Single-user mode's operator is the host's login (LoginName), as the CLI's is: one person.
+  if (local_operator) return state::Person("", caller.user, caller.user + " (local operator)");
+  return state::Person(caller.tenant, caller.user);
 }
 
 // "apr_" and 128 random bits in hex: unguessable, so that knowing one id tells nothing of others.
@@ -92,17 +93,22 @@ std::optional<std::string> WhyMayNotDecide(const policy::Policy& policy,
     return "tenant '" + caller.tenant + "' is not in the policy";
   auto u = t->second.users.find(caller.user);
   if (u == t->second.users.end()) return "user '" + caller.user + "' is not in the policy";
+  const policy::Rule* rule = RuleByText(policy, record.rule);
   if (caller.user == record.user) {
-    if (policy.approvals.self_approve) return std::nullopt;
-    return "user '" + caller.user +
-           "' asked for this call (through their agent) and approvals.self_approve is off: "
-           "another approver must decide";
+    if (!policy.approvals.self_approve)
+      return "user '" + caller.user +
+             "' asked for this call (through their agent) and approvals.self_approve is off: "
+             "another approver must decide";
+    // A rule that names who approves its calls is narrower than self_approve.
+    if (rule && !rule->approvers.empty() && !Named(rule->approvers, caller.user))
+      return "rule " + rule->id + " names who approves its calls, and '" + caller.user +
+             "' (who asked for this call through their agent) is not among them";
+    return std::nullopt;
   }
   if (!u->second.approver)
     return "user '" + caller.user + "' is not an approver (approver: true) of tenant '" +
            caller.tenant + "'";
-  if (const policy::Rule* rule = RuleByText(policy, record.rule);
-      rule && !rule->approvers.empty() && !Named(rule->approvers, caller.user))
+  if (rule && !rule->approvers.empty() && !Named(rule->approvers, caller.user))
     return "rule " + rule->id + " names who approves its calls, and '" + caller.user +
            "' is not among them";
   if (!policy.approvals.approvers.empty()) {
@@ -122,6 +128,23 @@ std::optional<std::string> WhyMayNotDecide(const policy::Policy& policy,
            " at risk " + record.risk;
   }
   return std::nullopt;
+}
+
+std::optional<std::string> WhyMayNotSee(const policy::Policy& policy,
+                                        const identity::Caller& caller, bool local_operator,
+                                        const ApprovalRecord& record) {
+  if (!caller.agent.empty()) return "agents may not read approvals: a person does";
+  if (local_operator) return std::nullopt;
+  if (caller.tenant.empty() || caller.user.empty() || caller.tenant != record.tenant)
+    return "approval " + record.id + " belongs to another tenant";
+  if (caller.user == record.user) return std::nullopt;
+  auto t = policy.identity.tenants.find(caller.tenant);
+  if (t != policy.identity.tenants.end()) {
+    auto u = t->second.users.find(caller.user);
+    if (u != t->second.users.end() && u->second.approver) return std::nullopt;
+  }
+  return "approval " + record.id + " is seen by the tenant's approvers and by the user whose "
+         "agent made the call, and '" + caller.user + "' is neither";
 }
 
 namespace {
@@ -268,20 +291,20 @@ Result<ApprovalRecord> ApprovalGate::Ask(ApprovalRecord record, std::chrono::mil
   return stored;
 }
 
-Result<state::DecideResult> ApprovalGate::Approve(const std::string& id, const std::string& who,
+Result<state::DecideResult> ApprovalGate::Approve(const std::string& id, const state::Decider& who,
                                                   const std::string& comment,
                                                   const nlohmann::json& details) {
   return Decided(store_->Approve(id, who, comment), true, who, comment, details);
 }
 
-Result<state::DecideResult> ApprovalGate::Deny(const std::string& id, const std::string& who,
+Result<state::DecideResult> ApprovalGate::Deny(const std::string& id, const state::Decider& who,
                                                const std::string& comment,
                                                const nlohmann::json& details) {
   return Decided(store_->Deny(id, who, comment), false, who, comment, details);
 }
 
 Result<state::DecideResult> ApprovalGate::Decided(Result<state::DecideResult> result, bool approve,
-                                                  const std::string& who,
+                                                  const state::Decider& who,
                                                   const std::string& comment,
                                                   const nlohmann::json& details) {
   if (!result || result->error != state::DecideError::kNone) return result;
@@ -296,8 +319,11 @@ Result<state::DecideResult> ApprovalGate::Decided(Result<state::DecideResult> re
   e.decision = approve ? "approve" : "deny";
   e.rule = "approval." + r.id;
   e.reason = comment;
-  e.approvals.push_back({who, state::Now(), e.decision});
+  e.approvals.push_back({who.name, state::Now(), e.decision});
   e.arguments = details.is_object() ? details : nlohmann::json::object();
+  // The person the vote counts for (never told apart by name), and whether it was only the
+  // agent's client answering.
+  e.arguments["decider"] = {{"tenant", who.tenant}, {"user", who.user}, {"in_band", who.in_band}};
   e.arguments["approval"] = r.id;
   e.arguments["status"] = std::string(state::ToString(r.status));
   e.arguments["votes"] = r.votes.size();

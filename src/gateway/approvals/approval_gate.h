@@ -71,8 +71,16 @@ std::optional<std::string> WhyMayNotDecide(const policy::Policy& policy,
                                            const identity::Caller& caller, bool local_operator,
                                            const state::ApprovalRecord& record);
 
-// Who the audit log and the record name for a decider: "alice", "alice (local operator)".
-std::string DeciderName(const identity::Caller& caller, bool local_operator);
+// Whether `caller` may see `record` and its arguments (the history, GET /api/approvals/ID): the
+// local operator; else a person of the record's tenant who is an approver (`approver: true`) or
+// the user whose agent made the call. Nullopt when they may; else why not, in one line.
+std::optional<std::string> WhyMayNotSee(const policy::Policy& policy,
+                                        const identity::Caller& caller, bool local_operator,
+                                        const state::ApprovalRecord& record);
+
+// Who a person deciding through the API or console is: tenant and user, named "alice" or
+// "alice (local operator)".
+state::Decider DeciderOf(const identity::Caller& caller, bool local_operator);
 
 class ApprovalGate {
  public:
@@ -100,13 +108,14 @@ class ApprovalGate {
   Result<state::ApprovalRecord> Ask(state::ApprovalRecord record, std::chrono::milliseconds timeout,
                                     Waiter waiter);
 
-  // A person's decision (the API, the console, the client in-band). Wakes the waiting call when
-  // it ends the wait. A vote or decision that took is an admin audit entry naming `who`, with
-  // `details` (how it came: {"via": "api", "peer": ...}) in its arguments.
-  Result<state::DecideResult> Approve(const std::string& id, const std::string& who,
+  // A decision (a person through the API or the console; the agent's client in-band,
+  // state::AgentClient). Wakes the waiting call when it ends the wait. A vote or decision that
+  // took is an admin audit entry naming `who`, with `details` (how it came: {"via": "api",
+  // "peer": ...}) and the decider's person in its arguments.
+  Result<state::DecideResult> Approve(const std::string& id, const state::Decider& who,
                                       const std::string& comment,
                                       const nlohmann::json& details = nlohmann::json::object());
-  Result<state::DecideResult> Deny(const std::string& id, const std::string& who,
+  Result<state::DecideResult> Deny(const std::string& id, const state::Decider& who,
                                    const std::string& comment,
                                    const nlohmann::json& details = nlohmann::json::object());
   // The call went away (client cancelled, session closed, kill switch): the row becomes
@@ -151,7 +160,7 @@ class ApprovalGate {
   void Audit(const state::ApprovalRecord& record, const std::string& decision,
              const std::string& who, const std::string& why);
   Result<state::DecideResult> Decided(Result<state::DecideResult> result, bool approve,
-                                      const std::string& who, const std::string& comment,
+                                      const state::Decider& who, const std::string& comment,
                                       const nlohmann::json& details);
 
   std::unique_ptr<state::ApprovalStore> store_;

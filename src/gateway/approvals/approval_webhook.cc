@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+#include "gateway/approvals/approval_display.h"
+
 namespace warden::gateway {
 
 Result<std::string> ResolveWebhookSecret(const std::string& written, const std::string& where) {
@@ -50,7 +52,7 @@ notify::WebhookStats WebhookSlot::Stats() {
 }
 
 void ApprovalWebhook::Created(const policy::Policy& policy, const state::ApprovalRecord& record) {
-  nlohmann::json payload = {{"approval", state::ToJson(record)}};
+  nlohmann::json payload = {{"approval", ApprovalJsonForPeople(record)}};
   {
     std::lock_guard lock(mu_);
     if (!console_base_.empty()) payload["url"] = console_base_ + "/approvals/" + record.id;

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <nlohmann/json.hpp>
 
+#include "audit/display_text.h"
 #include "audit/filter.h"
 #include "gateway/http/approvals_api.h"
 #include "gateway/http/undo_api.h"
@@ -145,6 +146,8 @@ nlohmann::json AdminApi::VisibleSwitches(const identity::Caller& caller,
     }
     json j = SwitchJson(s.scope, s.name);
     j["reason"] = s.reason, j["who"] = s.who, j["since"] = s.since;
+    // A tool or session switch is named by what an agent sent: the console shows _display.
+    audit::AddDisplayFields(j, {"switch", "name", "reason", "who"});
     out.push_back(std::move(j));
   }
   return out;
@@ -206,6 +209,8 @@ AdminReply AdminApi::Activity(const identity::Caller& caller, const AdminRequest
                      {"user", e.user},       {"agent", e.agent},       {"session", e.session},
                      {"tool", e.tool},       {"decision", e.decision}, {"rule", e.rule},
                      {"reason", e.reason},   {"latency_us", e.latency_us}});
+    audit::AddDisplayFields(calls.back(),
+                            {"tool", "tenant", "user", "agent", "session", "rule", "reason"});
   }
   audit::AuditFilter alerts_filter;
   alerts_filter.tenant = filter.tenant;
@@ -224,6 +229,7 @@ AdminReply AdminApi::Activity(const identity::Caller& caller, const AdminRequest
                       {"tenant", e.tenant},
                       {"user", e.user},
                       {"agent", e.agent}});
+    audit::AddDisplayFields(alerts.back(), {"detector", "message", "tenant", "user", "agent"});
   }
   json out = {{"calls", std::move(calls)},
               {"alerts", std::move(alerts)},

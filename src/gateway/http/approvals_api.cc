@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gateway/approvals/approval_display.h"
 #include "gateway/approvals/approval_gate.h"
 #include "state/approval_store.h"
 
@@ -93,9 +94,11 @@ AdminReply ApprovalsApi::List(const identity::Caller& caller, const AdminRequest
   for (const ApprovalRecord& r : *records) {
     if (!op && r.tenant != caller.tenant) continue;
     const bool may = !WhyMayNotDecide(*policy, caller, op, r).has_value();
-    // The pending list is what the caller may decide; the history is the tenant's.
+    // The pending list is what the caller may decide; the history is what the caller may see:
+    // the tenant's approvers see the tenant's, another user only the calls of their own agents.
     if (!all && !may) continue;
-    json j = state::ToJson(r);
+    if (all && !may && WhyMayNotSee(*policy, caller, op, r)) continue;
+    json j = ApprovalJsonForPeople(r);
     j["may_decide"] = may && r.status == state::ApprovalStatus::kPending;
     out.push_back(std::move(j));
   }
@@ -113,7 +116,9 @@ AdminReply ApprovalsApi::Show(const identity::Caller& caller, const std::string&
   // more than that it is not the caller's.
   if (!op && (*record)->tenant != caller.tenant)
     return Json(403, json{{"error", "approval " + id + " belongs to another tenant"}});
-  json j = state::ToJson(**record);
+  if (auto why = WhyMayNotSee(*policy, caller, op, **record))
+    return Json(403, json{{"error", *why}});
+  json j = ApprovalJsonForPeople(**record);
   j["may_decide"] = !WhyMayNotDecide(*policy, caller, op, **record).has_value() &&
                     (*record)->status == state::ApprovalStatus::kPending;
   return Json(200, j);
@@ -151,7 +156,7 @@ AdminReply ApprovalsApi::Decide(const identity::Caller& caller, const AdminReque
     return refuse(403, "approval " + id + " belongs to another tenant");
   if (auto why = WhyMayNotDecide(*policy, caller, op, **record)) return refuse(403, *why);
 
-  const std::string who = DeciderName(caller, op);
+  const state::Decider who = DeciderOf(caller, op);
   const json details = {
       {"via", "api"},
       {"by", {{"tenant", caller.tenant}, {"user", caller.user}, {"peer", request.peer}}}};
@@ -165,21 +170,23 @@ AdminReply ApprovalsApi::Decide(const identity::Caller& caller, const AdminReque
       return refuse(404, "no approval has id '" + id + "'");
     case state::DecideError::kAlreadyDecided: {
       const ApprovalRecord& r = result->record;
-      json j = state::ToJson(r);
+      json j = ApprovalJsonForPeople(r);
       j["error"] = "approval " + id + " is already " + std::string(state::ToString(r.status)) +
                    (r.decided_by.empty() ? std::string() : " (by " + r.decided_by + ")");
       core_.AuditRefusal(caller, "", "http 409", j["error"].get<std::string>());
       return Json(409, j);
     }
     case state::DecideError::kSameApprover: {
-      json j = state::ToJson(result->record);
-      j["error"] = who + " already approved " + id + ": it needs another person's approval too";
+      json j = ApprovalJsonForPeople(result->record);
+      j["error"] = who.name + " already approved " + id + ": it needs another person's approval too";
       core_.AuditRefusal(caller, "", "http 409", j["error"].get<std::string>());
       return Json(409, j);
     }
+    case state::DecideError::kNeedsPerson:  // only in-band answers get it
+      return refuse(409, "approval " + id + " needs a person's vote");
   }
 
-  json out = state::ToJson(result->record);
+  json out = ApprovalJsonForPeople(result->record);
   out["may_decide"] = false;
   return Json(200, out);
 }

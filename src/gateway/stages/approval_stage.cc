@@ -1,5 +1,6 @@
 #include <spdlog/spdlog.h>
 
+#include "audit/display_text.h"
 #include "audit/entry.h"
 #include "gateway/approvals/approval_gate.h"
 #include "gateway/stages/stages.h"
@@ -85,14 +86,18 @@ StageOutcome Release(ApprovalGate& gate, CallContext& call, const ApprovalOutcom
 // may still decide in the console meanwhile; whoever decides first wins.
 void AskInBand(ApprovalGate& gate, CallContext& call, const state::ApprovalRecord& record) {
   if (!call.ask_client || !call.policy || !call.policy->approvals.self_approve) return;
+  // The answer comes over the agent's own connection: it is not a person's vote, so it can never
+  // be one of a two-person approval's (the store refuses it too).
+  if (record.votes_needed > 1) return;
   const identity::Caller self{call.tenant, call.user, "", ""};
   const bool local = call.policy->identity.tenants.empty();
   if (WhyMayNotDecide(*call.policy, self, local, record)) return;
   const nlohmann::json args = nlohmann::json::parse(record.arguments, nullptr, false);
   std::string message = "warden: an agent" +
                         (record.agent.empty() ? std::string() : " (" + record.agent + ")") +
-                        " asks to run " + record.tool + " (risk " + record.risk +
-                        "). Approve exactly this call?\n\narguments:\n" + args.dump(2) +
+                        " asks to run " + audit::ForDisplay(record.tool) + " (risk " +
+                        record.risk + "). Approve exactly this call?\n\narguments:\n" +
+                        audit::JsonForDisplay(args) +
                         "\n\nwhy a person decides: " + record.reason;
   for (const std::string& line : record.reasons) message += "\n" + line;
   message += "\n\napproval " + record.id + ", expires " + record.expires;
@@ -109,24 +114,39 @@ void AskInBand(ApprovalGate& gate, CallContext& call, const state::ApprovalRecor
             {"enumNames", {"Approve", "Deny"}}}},
           {"comment", {{"type", "string"}, {"title", "Comment"}, {"maxLength", 1024}}}}},
         {"required", {"decision"}}}}};
-  const std::string who =
-      (call.user.empty() ? std::string("local user") : call.user) + " (in-band)";
+  const state::Decider who = state::AgentClient(call.tenant, call.user);
+  const bool decline_denies = call.policy->approvals.client_decline_denies;
   call.ask_client(
-      "elicitation/create", std::move(params), [&gate, id = record.id, who](mcp::Message answer) {
+      "elicitation/create", std::move(params),
+      [&gate, id = record.id, who, decline_denies](mcp::Message answer) {
         const auto* ok = std::get_if<mcp::Response>(&answer);
         if (!ok || !ok->result.is_object()) return;  // no answer: others may decide
-        const std::string action = ok->result.value("action", "");
+        // A client's answer is untrusted input: a field of the wrong type is no answer.
+        const auto& result = ok->result;
+        const std::string action = result.contains("action") && result["action"].is_string()
+                                       ? result["action"].get<std::string>()
+                                       : "";
         const nlohmann::json content = ok->result.value("content", nlohmann::json::object());
         std::string comment;
         if (content.is_object() && content.contains("comment") && content["comment"].is_string())
           comment = content["comment"].get<std::string>().substr(0, 1024);
         const nlohmann::json details = {{"via", "elicitation"}};
-        if (action == "accept" && content.is_object() &&
-            content.value("decision", "") == "approve") {
+        const std::string decision =
+            content.is_object() && content.contains("decision") && content["decision"].is_string()
+                ? content["decision"].get<std::string>()
+                : "";
+        if (action == "accept" && decision == "approve") {
           (void)gate.Approve(id, who, comment, details);
-        } else if (action == "decline" || (action == "accept" && content.is_object() &&
-                                           content.value("decision", "") == "deny")) {
+        } else if (action == "accept" && decision == "deny") {
+          // Deny chosen in the form: an answer, not a dismissal.
+          (void)gate.Deny(id, who, comment.empty() ? "denied in the client" : comment, details);
+        } else if (action == "decline" && decline_denies) {
           (void)gate.Deny(id, who, comment.empty() ? "declined in the client" : comment, details);
+        } else if (action == "decline") {
+          // Some clients decline every elicitation by themselves (codex exec): a person decides.
+          spdlog::info("approvals: the agent's client declined {} in-band; it waits for a person "
+                       "(approvals.client_decline: pending)",
+                       id);
         }
         // "cancel": dismissed without a choice; the approval stays pending.
       });
