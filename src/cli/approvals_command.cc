@@ -25,12 +25,10 @@ std::string Dump(const json& value, int indent = -1) {
   return value.dump(indent, ' ', false, json::error_handler_t::replace);
 }
 
-// What an agent's call carried (its arguments, and every field that came with it), made safe to
-// print by the one display rule (audit/display_text.h): controls and format characters become
-// \uXXXX escapes, invalid UTF-8 U+FFFD, newline, tab and backslash \n, \t and \\.
-std::string ForTerminal(std::string_view raw) { return audit::ForDisplay(raw); }
-
-std::string Field(const std::string& text) { return text.empty() ? "-" : ForTerminal(text); }
+// What an agent's call carried (its arguments, and every field that came with it) is printed
+// through the one display rule, audit::ForDisplay: controls and format characters become \uXXXX
+// escapes, invalid UTF-8 U+FFFD, newline, tab and backslash \n, \t and \\.
+std::string Field(const std::string& text) { return text.empty() ? "-" : audit::ForDisplay(text); }
 
 // Seconds since the epoch of a stored time (state::Now()'s format); nullopt for other text.
 std::optional<int64_t> EpochSeconds(const std::string& time) {
@@ -77,7 +75,7 @@ std::string HowItEnded(const ApprovalRecord& r) {
   std::string text = std::string(state::ToString(r.status));
   if (r.status == ApprovalStatus::kPending) return text;
   text += " by " + Field(r.decided_by) + " at " + Field(r.decided_at);
-  if (!r.comment.empty()) text += ": " + ForTerminal(r.comment);
+  if (!r.comment.empty()) text += ": " + audit::ForDisplay(r.comment);
   return text;
 }
 
@@ -185,7 +183,7 @@ int ApprovalsCommand::Show() {
     return kExitError;
   }
   if (!*found) {
-    err_ << "warden approvals show: no approval " << ForTerminal(id_) << " in " << *path
+    err_ << "warden approvals show: no approval " << audit::ForDisplay(id_) << " in " << *path
          << "\n";
     return kExitError;
   }
@@ -208,7 +206,7 @@ int ApprovalsCommand::Show() {
        << "rule:            " << Field(r.rule) << "\n"
        << "reason:          " << Field(r.reason) << "\n"
        << "reasons:" << (r.reasons.empty() ? "         -" : "") << "\n";
-  for (const std::string& line : r.reasons) out_ << "  - " << ForTerminal(line) << "\n";
+  for (const std::string& line : r.reasons) out_ << "  - " << audit::ForDisplay(line) << "\n";
   out_ << "created:         " << Field(r.created) << " (" << Age(r.created) << " ago)\n"
        << "expires:         " << Field(r.expires) << "\n"
        << "decided_by:      " << Field(r.decided_by) << "\n"
@@ -217,7 +215,7 @@ int ApprovalsCommand::Show() {
        << "votes:           " << VotesSoFar(r) << "\n";
   for (const state::ApprovalVote& v : r.votes) {
     out_ << "  - " << Field(v.who) << " at " << Field(v.at)
-         << (v.comment.empty() ? "" : ": " + ForTerminal(v.comment)) << "\n";
+         << (v.comment.empty() ? "" : ": " + audit::ForDisplay(v.comment)) << "\n";
   }
   out_ << "consumed_at:     " << Field(r.consumed_at) << "\n"
        << "binding:         " << Field(r.binding) << "\n"
@@ -230,7 +228,7 @@ int ApprovalsCommand::Show() {
 int ApprovalsCommand::Decide(bool approve) {
   const std::string command = approve ? "warden approvals approve" : "warden approvals deny";
   if (!IsApprovalIdText(id_)) {
-    err_ << command << ": '" << ForTerminal(id_)
+    err_ << command << ": '" << audit::ForDisplay(id_)
          << "' is not an approval id (apr_ and 32 lower-case hex digits)\n";
     return kExitError;
   }

@@ -11,16 +11,6 @@ namespace warden::egress {
 
 namespace {
 
-bool IsManagedField(std::string_view name) {
-  static constexpr std::string_view kManaged[] = {
-      "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te",
-      "trailer", "upgrade", "accept-encoding"};
-  for (auto m : kManaged) {
-    if (http::EqualsIgnoreCase(name, m)) return true;
-  }
-  return name.size() >= 6 && http::EqualsIgnoreCase(name.substr(0, 6), "proxy-");
-}
-
 std::string FillTemplate(const std::string& value_template, const std::string& value) {
   std::string out = value_template;
   const size_t at = out.find("{}");
@@ -36,42 +26,12 @@ std::string Misplaced(const EgressCredential& c, const std::string& where) {
 
 }  // namespace
 
-Result<CredentialPlacement> CheckCredentialPlacement(const std::string& what, std::string header,
-                                                     std::string value_template) {
-  CredentialPlacement p;
-  p.header = header.empty() ? std::string(kDefaultCredentialHeader) : std::move(header);
-  if (!http::IsToken(p.header)) {
-    return Status::Error(what + ": header '" + p.header +
-                         "' is not a field name (letters, digits and !#$%&'*+-.^_`|~)");
-  }
-  if (IsManagedField(p.header)) {
-    return Status::Error(what + ": header " + p.header +
-                         " is managed by the proxy (framing, hop-by-hop or encoding); name another");
-  }
-  if (value_template.empty()) {
-    value_template = http::EqualsIgnoreCase(p.header, kDefaultCredentialHeader)
-                         ? std::string(kDefaultAuthorizationTemplate)
-                         : "{}";
-  }
-  const size_t first = value_template.find("{}");
-  if (first == std::string::npos || value_template.find("{}", first + 2) != std::string::npos) {
-    return Status::Error(what + ": template '" + value_template +
-                         "' must hold {} (where the value goes) exactly once");
-  }
-  for (unsigned char c : value_template) {
-    if (c < 0x20 || c == 0x7f || c == ';') {
-      return Status::Error(what + ": the template holds a control character or ';'");
-    }
-  }
-  p.value_template = std::move(value_template);
-  return p;
-}
-
 Result<EgressCredential> MakeEgressCredential(std::string name, std::string_view host,
                                               uint16_t port, std::string value, bool tls,
                                               std::string header, std::string value_template) {
   const std::string what = "credential " + name;
-  auto placement = CheckCredentialPlacement(what, std::move(header), std::move(value_template));
+  auto placement =
+      sandbox::CheckCredentialPlacement(what, std::move(header), std::move(value_template));
   if (!placement) return placement.status();
   if (value.size() < kMinCredentialBytes) {
     return Status::Error(what + ": the value is " + std::to_string(value.size()) +

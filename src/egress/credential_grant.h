@@ -16,36 +16,25 @@
 
 #include "common/status.h"
 #include "egress/http_message.h"
+#include "sandbox/options.h"
 
 namespace warden::egress {
 
-// Where the value goes unless the grant says otherwise.
-inline constexpr std::string_view kDefaultCredentialHeader = "Authorization";
-// The template for Authorization; any other header gets the bare value ("{}").
-inline constexpr std::string_view kDefaultAuthorizationTemplate = "Bearer {}";
+// Where the value goes and its checks: sandbox::CheckCredentialPlacement (one rule for the CLI,
+// the profile and the proxy).
+using sandbox::kDefaultAuthorizationTemplate;
+using sandbox::kDefaultCredentialHeader;
 
 struct EgressCredential {
   std::string name;         // the variable the sandbox sees it as (for messages and records)
   std::string host;         // normalised (ParseHost)
   uint16_t port = 80;
   bool tls = false;         // sent only inside an intercepted TLS tunnel to host:port
-  std::string header;       // the one field the value goes in (CredentialPlacement)
+  std::string header;       // the one field the value goes in (sandbox::CredentialPlacement)
   std::string value_template;  // that field's value: "{}" stands for the value
   std::string value;        // never enters the sandbox
   std::string placeholder;  // what the sandbox holds instead: random, value.size() characters
 };
-
-// Where the value goes: `header` empty means Authorization; `value_template` empty means
-// "Bearer {}" for Authorization and "{}" for any other header. Checks both: the header must be
-// a field name (RFC 9110 token) that is not one the proxy manages (Host, framing, hop-by-hop,
-// Proxy-*, Accept-Encoding); the template must hold "{}" exactly once and no control character
-// or ';'. Errors start with `what`.
-struct CredentialPlacement {
-  std::string header;
-  std::string value_template;
-};
-Result<CredentialPlacement> CheckCredentialPlacement(const std::string& what, std::string header,
-                                                     std::string value_template);
 
 // Checks the value (at least kMinCredentialBytes, no control characters: it goes into a header
 // field), the host and the placement, and draws a fresh placeholder. Errors name the credential

@@ -20,32 +20,50 @@ namespace {
 
 constexpr const char* kCredentialSyntax = "expected ENV=HOST[:PORT] or ENV=https://HOST[:PORT], then optionally ;header=NAME and ;template=TEXT";
 
-// The header and template of a credential (the egress proxy checks them again, MakeEgressCredential).
-Status CheckCredentialPlacement(const std::string& what, const EgressCredentialSpec& c) {
-  if (!c.header.empty()) {
-    for (char ch : c.header) {
-      if (!std::isalnum(static_cast<unsigned char>(ch)) && std::string_view("!#$%&'*+-.^_`|~").find(ch) == std::string_view::npos)
-        return Status::Error(what + ": header '" + c.header + "' is not a field name (letters, digits and !#$%&'*+-.^_`|~)");
-    }
-    std::string lower = c.header;
-    for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    for (const char* managed : {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "te", "trailer", "upgrade", "accept-encoding"}) {
-      if (lower == managed) return Status::Error(what + ": header " + c.header + " is managed by the proxy (framing, hop-by-hop or encoding); name another");
-    }
-    if (lower.starts_with("proxy-")) return Status::Error(what + ": header " + c.header + " is managed by the proxy (framing, hop-by-hop or encoding); name another");
-  }
-  if (!c.value_template.empty()) {
-    const size_t first = c.value_template.find("{}");
-    if (first == std::string::npos || c.value_template.find("{}", first + 2) != std::string::npos)
-      return Status::Error(what + ": template '" + c.value_template + "' must hold {} (where the value goes) exactly once");
-    for (unsigned char ch : c.value_template) {
-      if (ch < 0x20 || ch == 0x7f || ch == ';') return Status::Error(what + ": the template holds a control character or ';'");
-    }
-  }
-  return Status::Ok();
+}  // namespace
+
+namespace {
+
+std::string LowerAscii(std::string text) {
+  for (auto& ch : text) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return text;
 }
 
 }  // namespace
+
+Result<CredentialPlacement> CheckCredentialPlacement(const std::string& what, std::string header,
+                                                     std::string value_template) {
+  CredentialPlacement p;
+  p.header = header.empty() ? std::string(kDefaultCredentialHeader) : std::move(header);
+  for (char ch : p.header) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) &&
+        std::string_view("!#$%&'*+-.^_`|~").find(ch) == std::string_view::npos)
+      return Status::Error(what + ": header '" + p.header +
+                           "' is not a field name (letters, digits and !#$%&'*+-.^_`|~)");
+  }
+  const std::string lower = LowerAscii(p.header);
+  static constexpr std::string_view kManaged[] = {"host",       "content-length", "transfer-encoding",
+                                                  "connection", "keep-alive",     "te",
+                                                  "trailer",    "upgrade",        "accept-encoding"};
+  if (std::find(std::begin(kManaged), std::end(kManaged), lower) != std::end(kManaged) ||
+      lower.starts_with("proxy-"))
+    return Status::Error(what + ": header " + p.header +
+                         " is managed by the proxy (framing, hop-by-hop or encoding); name another");
+  if (value_template.empty())
+    value_template = lower == LowerAscii(std::string(kDefaultCredentialHeader))
+                         ? std::string(kDefaultAuthorizationTemplate)
+                         : "{}";
+  const size_t first = value_template.find("{}");
+  if (first == std::string::npos || value_template.find("{}", first + 2) != std::string::npos)
+    return Status::Error(what + ": template '" + value_template +
+                         "' must hold {} (where the value goes) exactly once");
+  for (unsigned char ch : value_template) {
+    if (ch < 0x20 || ch == 0x7f || ch == ';')
+      return Status::Error(what + ": the template holds a control character or ';'");
+  }
+  p.value_template = std::move(value_template);
+  return p;
+}
 
 Result<EgressCredentialSpec> ParseEgressCredentialSpec(const std::string& text) {
   const std::string what = "--egress-credential " + text;
@@ -68,7 +86,9 @@ Result<EgressCredentialSpec> ParseEgressCredentialSpec(const std::string& text) 
     if (!field->empty()) return Status::Error(what + ": " + key + " given twice");
     *field = value;
   }
-  if (Status st = CheckCredentialPlacement("--egress-credential " + c.env, c); !st.ok()) return st;
+  if (auto placed = CheckCredentialPlacement("--egress-credential " + c.env, c.header, c.value_template);
+      !placed)
+    return placed.status();
   if (target.starts_with("https://")) {
     c.tls = true;
     c.port = 443;
@@ -219,11 +239,10 @@ Status Validate(const Options& o) {
       return Status::Error(what + ": a credential over HTTPS needs a host name, not an address (its certificate names the host)");
     if (o.env.count(c.env) || std::find(o.inherit_env.begin(), o.inherit_env.end(), c.env) != o.inherit_env.end())
       return Status::Error(what + ": the variable is also set by --env or --env-inherit; the sandbox may only see the placeholder");
-    WARDEN_RETURN_IF_ERROR(CheckCredentialPlacement(what, c));
+    auto placed = CheckCredentialPlacement(what, c.header, c.value_template);
+    if (!placed) return placed.status();
     auto header_of = [](const EgressCredentialSpec& s) {
-      std::string h = s.header.empty() ? "authorization" : s.header;
-      for (auto& ch : h) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      return h;
+      return LowerAscii(s.header.empty() ? std::string(kDefaultCredentialHeader) : s.header);
     };
     for (size_t j = 0; j < i; ++j) {
       const EgressCredentialSpec& other = o.egress_credentials[j];

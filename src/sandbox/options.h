@@ -89,6 +89,21 @@ bool ValidEnvName(std::string_view name);
 // --egress-credential, and back. Checks the header (a field name) and template ({} once, no
 // control character or ';'), as Validate does.
 Result<EgressCredentialSpec> ParseEgressCredentialSpec(const std::string& text);
+
+// Where a credential's value goes (docs/egress.md, "Credentials"): the one rule, for the CLI and
+// profile (Validate) and for the egress proxy (egress::MakeEgressCredential). `header` empty
+// means Authorization; `value_template` empty means "Bearer {}" for Authorization and "{}" for
+// any other header. The header must be a field name (RFC 9110 token) that is not one the proxy
+// manages (Host, framing, hop-by-hop, Proxy-*, Accept-Encoding); the template must hold "{}"
+// exactly once and no control character or ';'. Errors start with `what`.
+inline constexpr std::string_view kDefaultCredentialHeader = "Authorization";
+inline constexpr std::string_view kDefaultAuthorizationTemplate = "Bearer {}";
+struct CredentialPlacement {
+  std::string header;
+  std::string value_template;
+};
+Result<CredentialPlacement> CheckCredentialPlacement(const std::string& what, std::string header,
+                                                     std::string value_template);
 std::string EgressCredentialArg(const EgressCredentialSpec& c);
 
 // Checks the options for contradictions and impossible values. The message names the
