@@ -109,14 +109,21 @@ TEST(ServeCrash, KillNineWhileSixteenClientsCallLeavesAVerifiableLogWithEveryAns
   std::set<std::string> answered;  // markers of the calls whose result came back
   std::atomic<int> results{0};
   std::atomic<bool> stop{false};
-  auto post = [port](const json& body, const std::string& session) {
+  std::atomic<bool> killing{false};  // set just before the kill: refusals from then on are expected
+  auto post = [port, &killing](const json& body, const std::string& session) {
     Req req;
     req.body = body.dump();
     req.headers = {{"Content-Type", "application/json"},
                    {"Accept", "application/json, text/event-stream"},
                    {"Authorization", std::string("Bearer ") + kKey}};
     if (!session.empty()) req.headers.emplace_back("Mcp-Session-Id", session);
-    Connection c(port);
+    // A call made after the kill finds nothing listening: that ends its client, like a reply
+    // that never came.
+    Connection c(port, /*may_be_gone=*/true);
+    if (!c.connected()) {
+      EXPECT_TRUE(killing.load()) << "the server refused a connection before it was killed";
+      return HttpReply{0, {}, "connection refused"};
+    }
     return c.Send(req);
   };
   std::vector<std::thread> clients;
@@ -145,6 +152,7 @@ TEST(ServeCrash, KillNineWhileSixteenClientsCallLeavesAVerifiableLogWithEveryAns
   for (int i = 0; i < 400 && results.load() < 300; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
+  killing = true;
   ASSERT_EQ(kill(serve, SIGKILL), 0);
   const int status = WaitExit(serve);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
