@@ -297,6 +297,13 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, ident
   g->broker_->Refresh();
 
   gateway::GatewayOptions options;
+  // MCP 2026-07-28 request states are sealed under a key derived from the master key, so that
+  // every gateway sharing the key opens the others' (docs/requests.md); without one, a random key.
+  if ((*policy)->credentials.set) {
+    auto ring = KeyRingOf(**policy);
+    if (!ring) return ring.status();
+    options.request_state_secret = ring->current().bytes;
+  }
   options.services.approvals = g->approvals_.get();
   options.services.undo = g->undo_.get();
   options.services.trifecta = g->flow_tracker_.get();

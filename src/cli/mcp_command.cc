@@ -51,7 +51,14 @@ int McpCommand::Serve(int in_fd, int out_fd) {
               ", audit log " + g.audit_path() + ", session " + session->id() + "\n";
   err_.flush();
 
-  gateway::StdioServer server(session);
+  gateway::StdioServer server(
+      session, 4 * 1024 * 1024,
+      [&g](const identity::Caller& who, gateway::SessionOptions options) {
+        options.transport = "stdio";
+        auto context = std::make_shared<gateway::McpSession>(g.core(), who, std::move(options));
+        g.core().Register(context);
+        return context;
+      });
   Status st = server.Serve(in_fd, out_fd);
   if (!st.ok()) {
     err_ << "warden mcp: " + st.message() + "\n";

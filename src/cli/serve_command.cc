@@ -65,6 +65,13 @@ class ServeHost : public gateway::SessionHost {
     return session;
   }
 
+  std::shared_ptr<gateway::McpSession> CreateTaskContext(const identity::Caller& caller,
+                                                         gateway::SessionOptions options) override {
+    auto context = std::make_shared<gateway::McpSession>(gateway_.core(), caller, std::move(options));
+    gateway_.core().Register(context);
+    return context;
+  }
+
  private:
   Gateway& gateway_;
   std::shared_ptr<gateway::AdminApi> admin_;

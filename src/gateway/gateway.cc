@@ -27,7 +27,10 @@ GatewayCore::GatewayCore(policy::PolicyHolder& policy, audit::AuditLog& audit,
       tools_(tools),
       options_(std::move(options)),
       pool_(static_cast<size_t>(std::max(1, options_.worker_threads))),
-      control_(static_cast<size_t>(std::max(1, options_.control_threads))) {
+      control_(static_cast<size_t>(std::max(1, options_.control_threads))),
+      request_states_(options_.request_state_secret
+                          ? std::make_unique<RequestStateSealer>(*options_.request_state_secret)
+                          : std::make_unique<RequestStateSealer>()) {
   alerts_ = std::make_unique<Alerts>(Alerts::Options{
       .audit = &audit_,
       .switches = &switches_,

@@ -5,8 +5,11 @@
 #pragma once
 
 #include <boost/asio/steady_timer.hpp>
+#include <array>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <string>
@@ -18,6 +21,7 @@
 #include "gateway/builtins/builtin_tools.h"
 #include "gateway/stages/kill_switches.h"
 #include "gateway/pipeline/pipeline.h"
+#include "gateway/session/request_state.h"
 #include "gateway/stages/chain.h"
 #include "gateway/stages/stages.h"
 #include "monitor/metrics.h"
@@ -64,6 +68,10 @@ struct GatewayOptions {
   // Where the first_domain detector's first uses are stored (state/seen_domains.h); unset: in
   // memory only, so a restart alerts on each domain again.
   Alerts::RememberDomain remember_domain;
+  // The secret MCP 2026-07-28 request states are sealed under (session/request_state.h): the
+  // secret store's master key, so that gateways sharing it open each other's states. Unset: a
+  // random key, and states do not survive a restart (the client is asked again).
+  std::optional<std::array<uint8_t, 32>> request_state_secret;
 };
 
 // Everything a session needs; nothing here is owned by a session. Thread-safe.
@@ -98,6 +106,9 @@ class GatewayCore {
 
   // The live upstream instances every session draws from (upstream_instances.h).
   UpstreamInstances& instances() { return *instances_; }
+
+  // Seals and opens MCP 2026-07-28 request states (session/request_state.h).
+  const RequestStateSealer& request_states() const { return *request_states_; }
 
   // The sandbox options a stdio upstream runs with: the policy's profile for it when named,
   // else the default (read-only: the executable's directory, the directories of absolute paths
@@ -138,6 +149,7 @@ class GatewayCore {
   boost::asio::thread_pool pool_;
   boost::asio::thread_pool control_;
   std::unique_ptr<UpstreamInstances> instances_;
+  std::unique_ptr<RequestStateSealer> request_states_;
   mutable std::mutex sessions_mu_;
   std::vector<std::weak_ptr<McpSession>> sessions_;
   // What the kill-switch listener reaches the core through: the switches outlive the core and

@@ -15,6 +15,7 @@
 #include "gateway/http/console.h"
 #include "gateway/http/http_replay.h"
 #include "gateway/http/http_rules.h"
+#include "mcp/modern.h"
 #include "mcp/protocol_version.h"
 #include "monitor/metrics.h"
 
@@ -572,6 +573,9 @@ void HttpConnection::ServePostBody() {
       return Refuse(HttpStatus::service_unavailable, mcp::kInternalError, "the server is stopping",
                     false);
     }
+    if (!parsed.is_batch && !IsInitialize(parsed.entries.front()) && IsModernRequest(parsed)) {
+      return ServeModern(std::move(parsed));
+    }
     if (parsed.is_batch || !IsInitialize(parsed.entries.front())) {
       return Refuse(HttpStatus::bad_request, mcp::kInvalidRequest,
                     "Mcp-Session-Id header required: only an initialize request may come "
@@ -595,15 +599,86 @@ void HttpConnection::ServePostBody() {
   HandleMessages(std::move(session), std::move(parsed), false);
 }
 
+// MCP 2026-07-28 tells itself apart by the version its body's _meta names (or, lacking one,
+// by the MCP-Protocol-Version header naming a version that is not of a session era).
+bool HttpConnection::IsModernRequest(const mcp::ParseResult& parsed) const {
+  const auto* message = std::get_if<mcp::Message>(&parsed.entries.front());
+  if (message == nullptr) return false;
+  std::string version;
+  if (const auto* request = std::get_if<mcp::Request>(message))
+    version = mcp::MetaProtocolVersion(*request);
+  else if (const auto* note = std::get_if<mcp::Notification>(message))
+    version = mcp::MetaProtocolVersion(mcp::Request{mcp::Id(int64_t{0}), note->method, note->params});
+  if (!version.empty()) return !mcp::IsSupportedVersion(version);
+  const auto& req = parser_->get();
+  if (req.find("MCP-Protocol-Version") == req.end()) return false;
+  const std::string header = Header("MCP-Protocol-Version");
+  return !header.empty() && !mcp::IsSupportedVersion(header);
+}
+
+void HttpConnection::ServeModern(mcp::ParseResult parsed) {
+  const bool keep = request_keep_alive_;
+  auto send_error = [&](HttpStatus status, const mcp::ErrorResponse& error) {
+    shared_->host.Refused(caller_, static_cast<int>(status), error.message, peer_);
+    SendJson(status, mcp::Serialize(error), keep);
+  };
+  auto& message = std::get<mcp::Message>(parsed.entries.front());
+  if (!std::holds_alternative<mcp::Request>(message)) {
+    // 2026-07-28 has no client notifications or responses over HTTP that warden needs.
+    return SendEmpty(HttpStatus::accepted, keep);
+  }
+  mcp::Request& request = std::get<mcp::Request>(message);
+  const std::string version = mcp::MetaProtocolVersion(request);
+  if (!mcp::IsModernVersion(version)) {
+    // A version warden does not speak, or none in the body while the header names one.
+    if (version.empty())
+      return send_error(HttpStatus::bad_request,
+                        mcp::MakeError(request.id, mcp::kHeaderMismatch,
+                                       std::string("Header mismatch: the body's _meta lacks ") +
+                                           mcp::kMetaProtocolVersion));
+    return send_error(HttpStatus::bad_request, mcp::UnsupportedVersion(request.id, version));
+  }
+  const auto& req = parser_->get();
+  mcp::MirrorHeaders headers;
+  if (req.find("MCP-Protocol-Version") != req.end()) headers.protocol_version = Header("MCP-Protocol-Version");
+  if (req.find("Mcp-Method") != req.end()) headers.method = Header("Mcp-Method");
+  if (req.find("Mcp-Name") != req.end()) headers.name = Header("Mcp-Name");
+  if (req.count("Mcp-Method") > 1 || req.count("Mcp-Name") > 1 || req.count("MCP-Protocol-Version") > 1)
+    return send_error(HttpStatus::bad_request,
+                      mcp::MakeError(request.id, mcp::kHeaderMismatch,
+                                     "Header mismatch: a mirrored header was sent more than once"));
+  if (std::string mismatch = mcp::CheckMirrorHeaders(request, headers); !mismatch.empty())
+    return send_error(HttpStatus::bad_request,
+                      mcp::MakeError(request.id, mcp::kHeaderMismatch, mismatch));
+  if (shared_->stopping)
+    return Refuse(HttpStatus::service_unavailable, mcp::kInternalError, "the server is stopping",
+                  false);
+  auto context = shared_->tasks->For(caller_, request);
+  if (!context) {
+    if (context.status().message() == TaskContexts::kNotServed) {
+      mcp::ErrorResponse error = mcp::UnsupportedVersion(request.id, version);
+      nlohmann::json supported = nlohmann::json::array();
+      for (std::string_view v : mcp::kSupportedVersions) supported.push_back(std::string(v));
+      error.data = nlohmann::json{{"supported", std::move(supported)}, {"requested", version}};
+      return send_error(HttpStatus::bad_request, error);
+    }
+    return send_error(HttpStatus::ok,
+                      mcp::MakeError(request.id, mcp::kInvalidParams, context.status().message()));
+  }
+  HandleMessages(std::move(*context), std::move(parsed), false, /*modern=*/true);
+}
+
 void HttpConnection::HandleMessages(std::shared_ptr<McpSession> session, mcp::ParseResult parsed,
-                                    bool new_session) {
+                                    bool new_session, bool modern) {
   auto post = std::make_shared<PostState>();
   post->is_batch = parsed.is_batch;
-  post->session_id = session->id();
+  post->modern = modern;
+  // A task context is no session: nothing of its streams is kept for a resumption.
+  if (!modern) post->session_id = session->id();
   if (new_session) post->new_session_id = session->id();
   // Resumability (priming events, retry) came with 2025-11-25; older clients may not expect an
   // event with empty data.
-  post->resumable = !new_session && session->protocol_version() >= "2025-11-25";
+  post->resumable = !modern && !new_session && session->protocol_version() >= "2025-11-25";
 
   // One reply slot per request and per malformed entry, in input order.
   std::vector<std::size_t> slot_of(parsed.entries.size(), 0);
@@ -651,6 +726,13 @@ void HttpConnection::HandleMessages(std::shared_ptr<McpSession> session, mcp::Pa
     exchange.reply = [remote, post, token, slot = slot_of[i]](mcp::Message m) {
       const auto* error = std::get_if<mcp::ErrorResponse>(&m);
       const bool is_error = error != nullptr;
+      // 2026-07-28 gives some errors an HTTP status of their own.
+      if (error && post->modern) {
+        if (error->code == mcp::kMethodNotFound) post->status = 404;
+        if (error->code == mcp::kHeaderMismatch || error->code == mcp::kUnsupportedProtocolVersion ||
+            error->code == mcp::kMissingRequiredClientCapability)
+          post->status = 400;
+      }
       int retry_after = 0;
       if (error && error->code == kUpstreamBusy && error->data && error->data->is_object() &&
           error->data->contains("retryAfter") && (*error->data)["retryAfter"].is_number_integer())
@@ -677,7 +759,10 @@ void HttpConnection::HandleMessages(std::shared_ptr<McpSession> session, mcp::Pa
         }
       });
     };
-    session->Handle(std::move(message), std::move(exchange));
+    if (modern)
+      session->HandleModern(std::get<mcp::Request>(message), std::move(exchange));
+    else
+      session->Handle(std::move(message), std::move(exchange));
   }
   if (post->remaining == 0) return FinishJson(*post);  // malformed entries and notifications
   if (post->resumable && post_ == post && !post->streaming) {
@@ -780,8 +865,10 @@ void HttpConnection::FinishJson(PostState& post) {
   const bool busy = post.initialize_failed && post.retry_after > 0;
   if (busy) headers.emplace_back("Retry-After", std::to_string(post.retry_after));
   FinishPost(post);
-  SendJson(busy ? HttpStatus::service_unavailable : HttpStatus::ok, std::move(body), request_keep_alive_,
-           headers);
+  const HttpStatus status = busy ? HttpStatus::service_unavailable
+                            : post.status.load() != 0 ? static_cast<HttpStatus>(post.status.load())
+                                               : HttpStatus::ok;
+  SendJson(status, std::move(body), request_keep_alive_, headers);
 }
 
 void HttpConnection::FinishPost(PostState& post) {

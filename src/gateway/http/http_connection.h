@@ -68,6 +68,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     std::string new_session_id;      // set on a successful-so-far initialize
     bool initialize_failed = false;  // the initialize's reply was an error
     int retry_after = 0;  // seconds: the initialize was refused for a full upstream (503)
+    bool modern = false;   // a 2026-07-28 request, served by a task context
+    std::atomic<int> status{0};  // an HTTP status for a JSON reply other than 200 (2026 errors)
   };
 
   // This connection as other threads see it: what a session's callbacks and the admin host's
@@ -127,8 +129,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::vector<std::string> ConsoleCookies() const;
   // Checks a present MCP-Protocol-Version header; on failure refuses and returns false.
   bool CheckProtocolVersionHeader();
+  // 2026-07-28 (no session): the request's version, headers and task context.
+  bool IsModernRequest(const mcp::ParseResult& parsed) const;
+  void ServeModern(mcp::ParseResult parsed);
   void HandleMessages(std::shared_ptr<McpSession> session, mcp::ParseResult parsed,
-                      bool new_session);
+                      bool new_session, bool modern = false);
 
   // Replies and related messages coming back from a session (on the strand).
   void OnReply(const std::shared_ptr<PostState>& post, std::size_t slot, std::string text,

@@ -81,6 +81,9 @@ void HttpServer::Impl::ArmSweeper() {
     for (auto& session : idle) {
       shared->run_blocking([session] { session->Close(); });
     }
+    for (auto& context : shared->tasks->TakeIdle(shared->options.session_idle_timeout)) {
+      shared->run_blocking([context] { context->Close(); });
+    }
     ArmSweeper();
   });
 }
@@ -128,6 +131,14 @@ Status HttpServer::Start() {
       RunGuarded("HTTP closer", "the session close was abandoned", job);
     });
   };
+  s.shared->tasks = std::make_unique<TaskContexts>(
+      "http",
+      [&host = s.shared->host](const identity::Caller& caller, SessionOptions options) {
+        return host.CreateTaskContext(caller, std::move(options));
+      },
+      [shared = s.shared.get()](std::shared_ptr<McpSession> context) {
+        shared->run_blocking([context] { context->Close(); });
+      });
   s.Accept();
   s.ArmSweeper();
   for (int i = 0; i < options.threads; ++i) {
@@ -159,6 +170,7 @@ void HttpServer::Stop() {
   });
   // Sessions first, while the connections still run, so requests in flight get their answers.
   for (auto& session : s.shared->sessions.TakeAll()) session->Close();
+  for (auto& context : s.shared->tasks->TakeAll()) context->Close();
   // From here on, nothing from a session thread reaches the I/O threads.
   s.shared->gate.Shut();
   s.ioc.stop();
@@ -186,6 +198,7 @@ void HttpServer::Stop() {
   // A session created while the first ones were closing (its initialize was already past the
   // stopping check) is closed too.
   for (auto& session : s.shared->sessions.TakeAll()) session->Close();
+  for (auto& context : s.shared->tasks->TakeAll()) context->Close();
 }
 
 }  // namespace warden::gateway

@@ -1,5 +1,7 @@
 // `warden serve`'s transport: MCP Streamable HTTP (spec revisions 2025-03-26, 2025-06-18 and
-// 2025-11-25) on Boost.Beast. One endpoint (`path`, default /mcp) takes
+// 2025-11-25 in sessions, 2026-07-28 without: each request names its version in params._meta and
+// is served by the task context of its caller and task, session/task_contexts.h) on Boost.Beast.
+// One endpoint (`path`, default /mcp) takes
 //   POST   JSON-RPC messages; replies as one JSON body, or as an SSE stream once a message
 //          related to the request (progress, a server-to-client request) comes before the reply;
 //   GET    the session's server-to-client SSE stream (one at a time per session);
@@ -56,6 +58,14 @@ class SessionHost {
   // A new session for `caller` (on an initialize request without a session id). Its id() must be
   // unique, unguessable and visible ASCII. nullptr: refused (503, e.g. too many sessions).
   virtual std::shared_ptr<McpSession> CreateSession(const identity::Caller& caller) = 0;
+  // A task context for MCP 2026-07-28 requests (`options.modern` is set; docs/requests.md),
+  // registered like a session so that kill switches reach its calls. nullptr: this host serves
+  // 2025 sessions only (2026 requests get -32022 naming the 2025 versions).
+  virtual std::shared_ptr<McpSession> CreateTaskContext(const identity::Caller& caller,
+                                                        SessionOptions options) {
+    (void)caller, (void)options;
+    return nullptr;
+  }
   // A request refused before any session handled it (401, 403, 404, 400, 413, 415, ...): for
   // the audit log. `caller` is empty before authentication. Must not block (post the write).
   virtual void Refused(const identity::Caller& caller, int http_status, const std::string& what,

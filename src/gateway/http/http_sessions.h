@@ -18,6 +18,7 @@
 #include "gateway/http/http_replay.h"
 #include "gateway/http/http_server.h"
 #include "gateway/session/session.h"
+#include "gateway/session/task_contexts.h"
 
 namespace warden::gateway::http {
 
@@ -162,6 +163,8 @@ struct ServerShared {
   std::vector<std::string> own_host_names;
   std::uint16_t port = 0;
   SessionRegistry sessions{options.replay_events, options.replay_bytes};
+  // The task contexts of 2026-07-28 requests (set by Start).
+  std::unique_ptr<TaskContexts> tasks;
   ConsoleSessions console;  // the approvals console's logins (console.h)
   Gate gate;
   std::atomic<bool> stopping{false};

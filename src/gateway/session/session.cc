@@ -101,27 +101,31 @@ bool McpSession::SendToStream(const mcp::Message& message) {
   return true;
 }
 
-void McpSession::Handle(mcp::Message message, Exchange exchange) {
-  Touch();
+void McpSession::RedactForClient(Exchange& exchange) {
   // Whatever goes back to the client passes the redactor last (docs/credentials.md): results,
   // errors, list answers, progress, server-to-client requests. The pipeline's redact stage has
   // done the same for what the audit log records; this catches what never was a call (a tool
   // description an upstream wrote, a notification).
-  if (CredentialBroker* broker = core_.options().services.credentials) {
-    if (exchange.reply) {
-      exchange.reply = [broker, reply = std::move(exchange.reply)](mcp::Message m) {
-        RedactMessage(broker->redactor(), m);
-        reply(std::move(m));
-      };
-    }
-    if (exchange.related) {
-      exchange.related = [broker, related = std::move(exchange.related)](const mcp::Message& m) {
-        mcp::Message copy = m;
-        RedactMessage(broker->redactor(), copy);
-        related(copy);
-      };
-    }
+  CredentialBroker* broker = core_.options().services.credentials;
+  if (broker == nullptr) return;
+  if (exchange.reply) {
+    exchange.reply = [broker, reply = std::move(exchange.reply)](mcp::Message m) {
+      RedactMessage(broker->redactor(), m);
+      reply(std::move(m));
+    };
   }
+  if (exchange.related) {
+    exchange.related = [broker, related = std::move(exchange.related)](const mcp::Message& m) {
+      mcp::Message copy = m;
+      RedactMessage(broker->redactor(), copy);
+      related(copy);
+    };
+  }
+}
+
+void McpSession::Handle(mcp::Message message, Exchange exchange) {
+  Touch();
+  RedactForClient(exchange);
   if (auto* request = std::get_if<mcp::Request>(&message)) {
     if (closed_.load()) {
       if (exchange.reply)
@@ -176,7 +180,7 @@ void McpSession::HandleRequest(const mcp::Request& request, Exchange exchange) {
   auto reply_now = [&](mcp::Message reply) {
     // Refused before the pipeline: still one audit entry (the pipeline writes its own).
     if (const auto* err = std::get_if<mcp::ErrorResponse>(&reply))
-      core_.AuditRefusal(caller_, options_.session_id, m, err->message);
+      core_.AuditRefusal(caller_, call_session(), m, err->message);
     if (exchange.reply) exchange.reply(std::move(reply));
   };
   if (m == "ping") return reply_now(mcp::Response{request.id, json::object()});
@@ -202,6 +206,43 @@ void McpSession::HandleRequest(const mcp::Request& request, Exchange exchange) {
                  Forward(r, f, std::move(reply));
                });
   return reply_now(mcp::MakeError(request.id, mcp::kMethodNotFound, "Method not found: " + m));
+}
+
+std::optional<mcp::Message> McpSession::StartUpstreams(const mcp::Request& request,
+                                                       const json& client_caps,
+                                                       const json& client_info,
+                                                       const std::string& version) {
+  std::shared_ptr<const policy::Policy> policy = core_.policy().Current();
+  if (!policy) return mcp::MakeError(request.id, mcp::kInternalError, "no policy is in force");
+  // The session's upstreams start now, in the background: tools/list waits for them.
+  auto upstreams = std::make_shared<SessionUpstreams>(core_, *this);
+  Status started = upstreams->Start(*policy, client_caps, client_info, version);
+  if (!started.ok() && upstreams->at_cap()) {
+    // Retry-After for HTTP (the transport answers 503); a stdio client reads the message.
+    return mcp::ErrorResponse{request.id, kUpstreamBusy,
+                              "warden cannot open this session now: " + started.message(),
+                              json{{"retryAfter", kUpstreamBusyRetrySeconds}}};
+  }
+  if (!started.ok())
+    return mcp::MakeError(request.id, mcp::kInternalError,
+                          "could not start the upstream servers: " + started.message());
+  std::lock_guard lock(mu_);
+  protocol_version_ = version;
+  client_capabilities_ = client_caps;
+  client_info_ = client_info;
+  upstreams_ = std::move(upstreams);
+  return std::nullopt;
+}
+
+json McpSession::Capabilities() const {
+  json capabilities = {{"tools", {{"listChanged", true}}}};
+  if (upstreams_ && upstreams_->Any()) {
+    capabilities["resources"] = {{"subscribe", true}, {"listChanged", true}};
+    capabilities["prompts"] = {{"listChanged", true}};
+    capabilities["completions"] = json::object();
+    capabilities["logging"] = json::object();
+  }
+  return capabilities;
 }
 
 mcp::Message McpSession::Initialize(const mcp::Request& request) {
@@ -233,38 +274,12 @@ mcp::Message McpSession::Initialize(const mcp::Request& request) {
     caller_.scope = *scope;
   }
 
-  // The session's upstreams start now, in the background: tools/list waits for them.
-  auto upstreams = std::make_shared<SessionUpstreams>(core_, *this);
-  Status started = upstreams->Start(*policy, client_caps, client_info, version);
-  if (!started.ok() && upstreams->at_cap()) {
-    // Retry-After for HTTP (the transport answers 503); a stdio client reads the message.
-    mcp::ErrorResponse busy{request.id, kUpstreamBusy,
-                            "warden cannot open this session now: " + started.message(),
-                            json{{"retryAfter", kUpstreamBusyRetrySeconds}}};
-    return busy;
-  }
-  if (!started.ok())
-    return mcp::MakeError(request.id, mcp::kInternalError,
-                          "could not start the upstream servers: " + started.message());
-  {
-    std::lock_guard lock(mu_);
-    protocol_version_ = version;
-    client_capabilities_ = client_caps;
-    client_info_ = client_info;
-    upstreams_ = std::move(upstreams);
-  }
+  if (auto refused = StartUpstreams(request, client_caps, client_info, version)) return *refused;
   initialized_ = true;
 
-  json capabilities = {{"tools", {{"listChanged", true}}}};
-  if (upstreams_->Any()) {
-    capabilities["resources"] = {{"subscribe", true}, {"listChanged", true}};
-    capabilities["prompts"] = {{"listChanged", true}};
-    capabilities["completions"] = json::object();
-    capabilities["logging"] = json::object();
-  }
   json result = {
       {"protocolVersion", version},
-      {"capabilities", std::move(capabilities)},
+      {"capabilities", Capabilities()},
       {"serverInfo", {{"name", "warden"}, {"version", core_.options().server_version}}},
       {"instructions",
        "warden decides every tool call by policy and records it in an audit log. Denied calls say "
@@ -278,7 +293,10 @@ void McpSession::Run(const mcp::Request& request, Exchange exchange, Work work) 
   flight->id = request.id;
   flight->method = request.method;
   flight->related = exchange.related;
-  const std::string key = request.id.ToString();
+  // A task context serves requests from many connections, whose ids may repeat: its own key.
+  const std::string key = options_.modern
+                              ? request.id.ToString() + "#" + std::to_string(++modern_seq_)
+                              : request.id.ToString();
   {
     std::lock_guard lock(mu_);
     if (in_flight_.count(key)) {
@@ -306,7 +324,7 @@ void McpSession::Run(const mcp::Request& request, Exchange exchange, Work work) 
 }
 
 void McpSession::AuditProtocolError(const mcp::ErrorResponse& error) {
-  core_.AuditRefusal(caller_, options_.session_id, "jsonrpc", error.message);
+  core_.AuditRefusal(caller_, call_session(), "jsonrpc", error.message);
 }
 
 void McpSession::Drain() {
@@ -412,7 +430,7 @@ void McpSession::CallTool(const mcp::Request& request, InFlight& flight, Reply r
   call->user = caller_.user;
   call->agent = caller_.agent;
   call->scope = caller_.scope;
-  call->session = options_.session_id;
+  call->session = call_session();
   call->tool = (*params)["name"].get<std::string>();
   call->request_id = request.id.ToJson();
   call->cancel = flight.cancel;
@@ -540,7 +558,7 @@ void McpSession::Forward(const mcp::Request& request, InFlight& flight, Reply re
       return reply(mcp::Response{request.id, {{"completion", {{"values", json::array()}}}}});
     return reply(mcp::MakeError(request.id, mcp::kInvalidParams, "unknown prompt"));
   }
-  upstreams_->Forward(request, flight, caller_, options_.session_id, std::move(reply));
+  upstreams_->Forward(request, flight, caller_, call_session(), std::move(reply));
 }
 
 namespace {

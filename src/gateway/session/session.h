@@ -58,7 +58,17 @@ struct Exchange {
 struct SessionOptions {
   std::string session_id;  // empty: a random 128-bit hex id
   std::string transport = "stdio";  // "stdio" or "http", for audit entries and messages
+  // MCP 2026-07-28 (docs/requests.md): this object is not a protocol session but the context of
+  // one principal's task, holding what is node-local about it (its upstream instances, the calls
+  // parked waiting for the client's input). Its requests come through HandleModern; its calls
+  // carry no session, only `task` ("" the principal's default task).
+  bool modern = false;
+  std::string task;
+  // The scope the task's requests narrow themselves to (_meta["warden/scope"]), "" none.
+  std::string requested_scope;
 };
+
+class RequestStateSealer;
 
 class McpSession : public std::enable_shared_from_this<McpSession> {
  public:
@@ -71,6 +81,17 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
 
   // Handles one message from the client. See Exchange. Never throws.
   void Handle(mcp::Message message, Exchange exchange);
+  // MCP 2026-07-28: one stateless request of this task context (options.modern), whose protocol
+  // version and HTTP headers the transport has checked. server/discover, every method a 2025
+  // session has except the removed ones (-32601), and the retry of a call that answered
+  // input_required (params.requestState, params.inputResponses). Every result carries
+  // resultType; lists carry ttlMs and cacheScope. Never throws.
+  void HandleModern(const mcp::Request& request, Exchange exchange);
+  bool modern() const { return options_.modern; }
+  // The calls parked waiting for a retry (memory accounting and tests).
+  size_t parked_count() const;
+  // Whether a request is in flight or a call parked: a task context that is busy is not idle.
+  bool busy() const;
 
   // Where messages that belong to no request go (notifications such as list_changed,
   // resources/updated and log messages; requests an upstream makes outside any call). Over
@@ -114,6 +135,26 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
     std::weak_ptr<CallContext> call;
   };
   void HandleRequest(const mcp::Request& request, Exchange exchange);
+  // What goes back to the client passes the credential broker's redactor last.
+  void RedactForClient(Exchange& exchange);
+  // Takes the upstream instances (Initialize, and a task context's first request); an error
+  // reply (busy, failed) when they could not be had.
+  std::optional<mcp::Message> StartUpstreams(const mcp::Request& request,
+                                             const nlohmann::json& client_caps,
+                                             const nlohmann::json& client_info,
+                                             const std::string& version);
+  nlohmann::json Capabilities() const;
+  // The session id the calls carry: "" for a task context (it is no protocol session).
+  std::string call_session() const { return options_.modern ? std::string() : options_.session_id; }
+  // 2026-07-28 (session_modern.cc).
+  struct Parked;
+  mcp::Message Discover(const mcp::Request& request);
+  void StartModernCall(const mcp::Request& request, Exchange exchange);
+  void ResumeModernCall(const mcp::Request& request, Exchange exchange);
+  // Ends the current round of `parked` with input_required (posted: asks that come together go
+  // out together).
+  void EndRound(const std::shared_ptr<Parked>& parked);
+  void RefuseState(const mcp::Request& request, const Exchange& exchange, const std::string& why);
   void HandleNotification(const mcp::Notification& note);
   void HandleClientReply(const mcp::Message& message);
   mcp::Message Initialize(const mcp::Request& request);
@@ -164,6 +205,9 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   std::condition_variable drained_;
   std::chrono::steady_clock::time_point last_activity_;
   std::shared_ptr<SessionUpstreams> upstreams_;
+  std::map<std::string, std::shared_ptr<Parked>> parked_;  // by handle, under mu_
+  std::atomic<uint64_t> modern_seq_{0};
+  std::mutex start_mu_;  // a task context's first request starts its upstreams once
 };
 
 }  // namespace warden::gateway

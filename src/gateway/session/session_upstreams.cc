@@ -322,6 +322,8 @@ std::shared_ptr<CallContext> SessionUpstreams::ContextFor(const identity::Caller
   call->method = method;
   call->arguments = params.is_object() ? params : json::object();
   if (auto task = TaskFromMeta(params); task.ok()) call->task = *task;  // else: per session/caller
+  // A task context's calls belong to its task, whatever the upstream's request says.
+  if (session_.modern()) call->task = session_.options_.task;
   return call;
 }
 
@@ -790,7 +792,7 @@ void SessionUpstreams::OnInstanceRequest(UpstreamInstance& instance, const mcp::
   auto self = shared_from_this();
   core_.Post([self, entry, request, reply = std::move(reply)]() mutable {
     json params = request.params.value_or(json::object());
-    auto call = self->ContextFor(self->session_.caller(), self->session_.id(), *entry,
+    auto call = self->ContextFor(self->session_.caller(), self->session_.call_session(), *entry,
                                  request.method, params);
     self->session_.Decided(
         request, nullptr, std::move(call),

@@ -5,6 +5,9 @@
 #include <cerrno>
 #include <vector>
 
+#include "mcp/modern.h"
+#include "mcp/protocol_version.h"
+
 namespace warden::gateway {
 
 namespace {
@@ -28,6 +31,17 @@ struct BatchReplies {
 };
 
 }  // namespace
+
+StdioServer::StdioServer(std::shared_ptr<McpSession> session, std::size_t max_message_bytes,
+                         TaskContexts::Make make_context)
+    : session_(std::move(session)), cap_(max_message_bytes) {
+  if (make_context) {
+    tasks_ = std::make_unique<TaskContexts>("stdio", std::move(make_context),
+                                            [](std::shared_ptr<McpSession> context) {
+                                              context->Close();
+                                            });
+  }
+}
 
 void StdioServer::Write(const std::string& text) {
   std::lock_guard lock(write_mu_);
@@ -54,6 +68,17 @@ void StdioServer::HandleLine(std::string_view line) {
   options.allow_batch = session_->AllowsBatches();
   mcp::ParseResult parsed = mcp::Parse(line, options);
   auto write_message = [this](const mcp::Message& m) { Write(mcp::Serialize(m)); };
+  if (era_ == Era::kUndecided && !parsed.is_batch) {
+    if (const auto* m = std::get_if<mcp::Message>(&parsed.entries.front())) {
+      if (const auto* request = std::get_if<mcp::Request>(m)) {
+        const std::string version = mcp::MetaProtocolVersion(*request);
+        era_ = request->method != "initialize" && !version.empty() && !mcp::IsSupportedVersion(version) && tasks_
+                   ? Era::kModern
+                   : Era::kSession;
+      }
+    }
+  }
+  if (era_ == Era::kModern) return HandleModernLine(std::move(parsed));
 
   if (!parsed.is_batch) {
     const mcp::ParsedEntry& entry = parsed.entries.front();
@@ -112,6 +137,29 @@ void StdioServer::HandleLine(std::string_view line) {
   }
 }
 
+void StdioServer::HandleModernLine(mcp::ParseResult parsed) {
+  auto write_message = [this](const mcp::Message& m) { Write(mcp::Serialize(m)); };
+  if (parsed.is_batch) {
+    write_message(mcp::MakeError(std::nullopt, mcp::kInvalidRequest,
+                                 "batches are not part of protocol version 2026-07-28"));
+    return;
+  }
+  mcp::ParsedEntry& entry = parsed.entries.front();
+  if (const auto* error = std::get_if<mcp::ErrorResponse>(&entry)) {
+    session_->AuditProtocolError(*error);
+    write_message(*error);
+    return;
+  }
+  auto* request = std::get_if<mcp::Request>(&std::get<mcp::Message>(entry));
+  if (request == nullptr) return;  // notifications and responses: nothing warden needs
+  auto context = tasks_->For(session_->caller(), *request);
+  if (!context) {
+    write_message(mcp::MakeError(request->id, mcp::kInvalidParams, context.status().message()));
+    return;
+  }
+  (*context)->HandleModern(*request, Exchange{.related = write_message, .reply = write_message});
+}
+
 Status StdioServer::Serve(int in_fd, int out_fd) {
   out_fd_ = out_fd;
   session_->AttachStream([this](const mcp::Message& m) { Write(mcp::Serialize(m)); });
@@ -159,6 +207,14 @@ Status StdioServer::Serve(int in_fd, int out_fd) {
   if (read_status.ok()) {
     if (discarding) Write(Oversized(discarded, cap_));
     else if (!pending.empty()) HandleLine(pending);
+  }
+  if (tasks_) {
+    for (auto& context : tasks_->TakeAll()) {
+      // Calls in flight are answered, as in a session; a call parked for a retry that can no
+      // longer come is not waited for.
+      if (context->parked_count() == 0) context->Drain();
+      context->Close();
+    }
   }
   session_->Drain();
   session_->Close();

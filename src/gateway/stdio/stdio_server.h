@@ -3,6 +3,10 @@
 // read on the calling thread and handed to the session, which answers requests from its workers:
 // replies may come back in another order than the requests, a long tools/call does not hold up
 // a ping, and notifications/cancelled reaches a call in flight. Writes are serialised.
+// The first message decides the connection's era: an initialize (or any 2025 message) makes it a
+// 2025-11-25 session served by `session`; a request whose _meta names 2026-07-28 makes every
+// request of the connection a stateless one, served by the task context of its task
+// (session/task_contexts.h) when a factory for them was given.
 #pragma once
 
 #include <atomic>
@@ -12,6 +16,7 @@
 
 #include "common/status.h"
 #include "gateway/session/session.h"
+#include "gateway/session/task_contexts.h"
 
 namespace warden::gateway {
 
@@ -19,8 +24,8 @@ class StdioServer {
  public:
   // `session` answers each line; a line longer than `max_message_bytes` is refused.
   explicit StdioServer(std::shared_ptr<McpSession> session,
-                       std::size_t max_message_bytes = 4 * 1024 * 1024)
-      : session_(std::move(session)), cap_(max_message_bytes) {}
+                       std::size_t max_message_bytes = 4 * 1024 * 1024,
+                       TaskContexts::Make make_context = nullptr);
 
   // Reads lines from `in_fd` until end of file and writes each reply, followed by '\n', to
   // `out_fd`; messages the session sends on its own (notifications, requests from upstreams)
@@ -32,10 +37,14 @@ class StdioServer {
 
  private:
   void HandleLine(std::string_view line);
+  // One line of a 2026-07-28 connection.
+  void HandleModernLine(mcp::ParseResult parsed);
   void Write(const std::string& text);
 
   std::shared_ptr<McpSession> session_;
   std::size_t cap_;
+  enum class Era { kUndecided, kSession, kModern } era_ = Era::kUndecided;
+  std::unique_ptr<TaskContexts> tasks_;  // null: 2026-07-28 is not served
   int out_fd_ = -1;
   std::mutex write_mu_;
   Status write_error_;

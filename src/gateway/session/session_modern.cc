@@ -1,0 +1,424 @@
+// McpSession's MCP 2026-07-28 side (docs/requests.md): a task context serving stateless requests,
+// and the calls parked between an input_required answer and the client's retry.
+#include <sys/random.h>
+
+#include <cstdio>
+
+#include "gateway/credentials/broker.h"
+#include "gateway/gateway.h"
+#include "gateway/session/request_state.h"
+#include "gateway/session/session.h"
+#include "gateway/session/session_upstreams.h"
+#include "identity/identity.h"
+#include "mcp/modern.h"
+#include "mcp/protocol_version.h"
+
+namespace warden::gateway {
+
+using nlohmann::json;
+
+namespace {
+
+// How long a parked call waits for the client's retry: the time an upstream's question to the
+// client is kept open (session_upstreams.cc), so the two end together.
+constexpr auto kParkedFor = std::chrono::minutes(5);
+// Parked calls per task context; past it a new question fails (the call gets the error).
+constexpr size_t kMaxParkedPerTask = 64;
+// Asks that come within this time go out in one input_required answer.
+constexpr auto kRoundGather = std::chrono::milliseconds(20);
+// How long a client may cache a list or the discovery result (ttlMs). Lists are filtered by
+// policy per caller, hence cacheScope "private"; a stale list is never a hole: every call is
+// decided again.
+constexpr int64_t kListTtlMs = 60000;
+
+std::string RandomHex16() {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n <= 0) std::abort();  // no entropy: nothing safe to hand out
+    got += static_cast<size_t>(n);
+  }
+  std::string out;
+  char hex[3];
+  for (unsigned char b : bytes) {
+    std::snprintf(hex, sizeof(hex), "%02x", b);
+    out += hex;
+  }
+  return out;
+}
+
+std::string PrincipalOf(const identity::Caller& c) { return c.tenant + "/" + c.user + "/" + c.agent; }
+
+bool IsList(const std::string& method) {
+  return method == "tools/list" || method == "resources/list" ||
+         method == "resources/templates/list" || method == "prompts/list";
+}
+
+// What every 2026 answer gets on its way out: resultType, and the caching fields of lists.
+std::function<void(mcp::Message)> ModernReply(std::string method,
+                                              std::function<void(mcp::Message)> reply) {
+  return [method = std::move(method), reply = std::move(reply)](mcp::Message m) {
+    if (auto* ok = std::get_if<mcp::Response>(&m); ok && ok->result.is_object()) {
+      mcp::MarkComplete(ok->result);
+      if (IsList(method) && ok->result["resultType"] == "complete") {
+        ok->result["ttlMs"] = kListTtlMs;
+        ok->result["cacheScope"] = "private";
+      }
+    }
+    if (reply) reply(std::move(m));
+  };
+}
+
+}  // namespace
+
+// A 2026 call that asked its client something: between its input_required answer and the
+// client's retry it waits here, on this node, named by `handle` in the request state.
+struct McpSession::Parked {
+  std::mutex mu;
+  std::string handle;  // pk_local_HEX
+  std::string method, digest;
+  // The request answering now (the first, then each retry); empty between rounds.
+  Exchange current;
+  mcp::Id current_id;
+  // The questions not yet answered, by key (the id warden gave the question).
+  std::vector<std::pair<std::string, json>> asked;
+  std::optional<mcp::Message> final;  // came while no request was attached
+  std::string state_id;               // the one request state that may resume it next
+  bool round_posted = false;
+  bool done = false;
+  std::shared_ptr<boost::asio::steady_timer> expiry;
+};
+
+size_t McpSession::parked_count() const {
+  std::lock_guard lock(mu_);
+  return parked_.size();
+}
+
+bool McpSession::busy() const {
+  std::lock_guard lock(mu_);
+  return !in_flight_.empty() || !parked_.empty();
+}
+
+void McpSession::HandleModern(const mcp::Request& request, Exchange exchange) {
+  Touch();
+  RedactForClient(exchange);
+  auto reply_now = [&](mcp::Message m) {
+    if (const auto* err = std::get_if<mcp::ErrorResponse>(&m))
+      core_.AuditRefusal(caller_, "", request.method, err->message);
+    if (exchange.reply) exchange.reply(std::move(m));
+  };
+  if (closed_.load())
+    return reply_now(mcp::MakeError(request.id, mcp::kInvalidRequest, "the task has ended"));
+  mcp::RequestMeta meta;
+  if (auto bad = mcp::ReadRequestMeta(request, meta))
+    return reply_now(mcp::MakeError(request.id, mcp::kInvalidParams, *bad));
+  if (!mcp::IsModernVersion(meta.protocol_version))
+    return reply_now(mcp::UnsupportedVersion(request.id, meta.protocol_version));
+  if (mcp::RemovedInModern(request.method))
+    return reply_now(mcp::MakeError(request.id, mcp::kMethodNotFound,
+                                    "Method not found: " + request.method +
+                                        " (removed in protocol version 2026-07-28)"));
+  {
+    // The context's first request takes the upstream instances (later ones only update what
+    // the client says of itself; a failed start is tried again by the next request).
+    std::lock_guard start(start_mu_);
+    if (!initialized_.load()) {
+      if (!options_.requested_scope.empty()) {
+        std::shared_ptr<const policy::Policy> policy = core_.policy().Current();
+        if (!policy) return reply_now(mcp::MakeError(request.id, mcp::kInternalError, "no policy is in force"));
+        auto scope = identity::NarrowScope(*policy, caller_, options_.requested_scope);
+        if (!scope) return reply_now(mcp::MakeError(request.id, mcp::kInvalidParams, scope.status().message()));
+        caller_.scope = *scope;
+      }
+      if (auto refused = StartUpstreams(request, meta.client_capabilities, meta.client_info,
+                                        std::string(mcp::kModernVersion)))
+        return reply_now(std::move(*refused));
+      initialized_ = true;
+      client_ready_ = true;
+    } else {
+      std::lock_guard lock(mu_);
+      client_capabilities_ = meta.client_capabilities;
+      client_info_ = meta.client_info;
+    }
+  }
+  if (request.method == "server/discover") return reply_now(Discover(request));
+  const json* params = request.params && request.params->is_object() ? &*request.params : nullptr;
+  if (params && (params->contains("requestState") || params->contains("inputResponses")))
+    return ResumeModernCall(request, std::move(exchange));
+  StartModernCall(request, std::move(exchange));
+}
+
+mcp::Message McpSession::Discover(const mcp::Request& request) {
+  json versions = json::array({std::string(mcp::kModernVersion)});
+  for (std::string_view v : mcp::kSupportedVersions) versions.push_back(std::string(v));
+  json result = {
+      {"resultType", "complete"},
+      {"supportedVersions", std::move(versions)},
+      {"capabilities", Capabilities()},
+      {"_meta",
+       {{mcp::kMetaServerInfo, {{"name", "warden"}, {"version", core_.options().server_version}}}}},
+      {"instructions",
+       "warden decides every tool call by policy and records it in an audit log. Denied calls say "
+       "why."},
+      {"ttlMs", kListTtlMs},
+      {"cacheScope", "private"},
+  };
+  return mcp::Response{request.id, std::move(result)};
+}
+
+void McpSession::StartModernCall(const mcp::Request& request, Exchange exchange) {
+  auto parked = std::make_shared<Parked>();
+  parked->handle = "pk_local_" + RandomHex16();
+  parked->method = request.method;
+  parked->digest = CallDigest(request);
+  parked->current_id = request.id;
+  parked->current.related = std::move(exchange.related);
+  parked->current.reply = ModernReply(request.method, std::move(exchange.reply));
+  std::weak_ptr<McpSession> weak = weak_from_this();
+  Exchange inner;
+  // What the call sends before its result: a question for the client (elicitation, sampling,
+  // roots; warden's own in-band approval or an upstream's) parks the call and ends this round
+  // with input_required; anything else (progress) goes to the request answering now.
+  inner.related = [weak, parked](const mcp::Message& m) {
+    auto self = weak.lock();
+    if (!self) return;
+    if (const auto* question = std::get_if<mcp::Request>(&m)) {
+      bool post = false;
+      {
+        std::lock_guard lock(parked->mu);
+        if (parked->done) return;
+        parked->asked.emplace_back(question->id.AsString() ? *question->id.AsString()
+                                                           : question->id.ToString(),
+                                   json{{"method", question->method},
+                                        {"params", question->params.value_or(json::object())}});
+        post = !parked->round_posted;
+        parked->round_posted = true;
+      }
+      if (post) {
+        // Posted after a moment, so that questions asked together go out together.
+        self->core_.PostAfter(kRoundGather, [weak, parked] {
+          if (auto s = weak.lock()) s->EndRound(parked);
+        });
+      }
+      return;
+    }
+    MessageSink related;
+    {
+      std::lock_guard lock(parked->mu);
+      related = parked->current.related;
+    }
+    if (related) related(m);
+  };
+  inner.reply = [weak, parked](mcp::Message m) {
+    std::function<void(mcp::Message)> reply;
+    mcp::Id id;
+    {
+      std::lock_guard lock(parked->mu);
+      parked->done = true;
+      if (parked->current.reply) {
+        reply = std::move(parked->current.reply);
+        id = parked->current_id;
+        parked->current = {};
+      } else {
+        parked->final = std::move(m);  // for the retry to come
+        return;
+      }
+      if (parked->expiry) parked->expiry->cancel();
+    }
+    if (auto self = weak.lock()) {
+      std::lock_guard lock(self->mu_);
+      self->parked_.erase(parked->handle);
+    }
+    // The answer names the request answering now (a retry has its own id).
+    if (auto* ok = std::get_if<mcp::Response>(&m)) ok->id = id;
+    if (auto* err = std::get_if<mcp::ErrorResponse>(&m)) err->id = id;
+    reply(std::move(m));
+  };
+  HandleRequest(request, std::move(inner));
+}
+
+void McpSession::EndRound(const std::shared_ptr<Parked>& parked) {
+  std::function<void(mcp::Message)> reply;
+  mcp::Id id;
+  json result;
+  {
+    std::lock_guard lock(parked->mu);
+    parked->round_posted = false;
+    if (parked->done || !parked->current.reply || parked->asked.empty()) return;
+    RequestState state;
+    state.id = RandomHex16();
+    state.principal = PrincipalOf(caller_);
+    state.task = options_.task;
+    state.method = parked->method;
+    state.call = parked->digest;
+    state.expires_ms = RequestStateSealer::NowMs() +
+                       std::chrono::duration_cast<std::chrono::milliseconds>(kParkedFor).count();
+    state.kind = "parked";
+    state.ref = parked->handle;
+    const std::string sealed = core_.request_states().Seal(state);
+    json requests = json::object();
+    for (const auto& [key, question] : parked->asked) requests[key] = question;
+    reply = std::move(parked->current.reply);
+    id = parked->current_id;
+    parked->current = {};
+    if (sealed.empty()) {
+      result = json();  // the cipher failed: answered as an error below
+    } else {
+      parked->state_id = state.id;
+      result = {{"resultType", "input_required"},
+                {"inputRequests", std::move(requests)},
+                {"requestState", sealed}};
+    }
+  }
+  if (result.is_null())
+    return reply(mcp::MakeError(id, mcp::kInternalError, "warden could not seal the request state"));
+  bool fresh = false, full = false;
+  {
+    std::lock_guard lock(mu_);
+    if (!parked_.count(parked->handle)) {
+      full = parked_.size() >= kMaxParkedPerTask;
+      if (!full) {
+        parked_[parked->handle] = parked;
+        fresh = true;
+      }
+    }
+  }
+  if (full) {
+    // Too many calls of this task wait for their client: this one is not kept.
+    return reply(mcp::MakeError(id, mcp::kInternalError,
+                                "too many calls of this task wait for input (at most " +
+                                    std::to_string(kMaxParkedPerTask) + "); answer those first"));
+  }
+  if (fresh) {
+    // Unanswered past the state's expiry: each question fails, which ends the call; nobody
+    // waits for its result any more.
+    std::weak_ptr<McpSession> weak = weak_from_this();
+    auto timer = core_.PostAfter(
+        std::chrono::duration_cast<std::chrono::milliseconds>(kParkedFor), [weak, parked] {
+          auto self = weak.lock();
+          if (!self) return;
+          std::vector<std::string> keys;
+          {
+            std::lock_guard lock(parked->mu);
+            parked->state_id.clear();
+            parked->current = {};
+            for (const auto& [key, question] : parked->asked) keys.push_back(key);
+            parked->asked.clear();
+          }
+          {
+            std::lock_guard lock(self->mu_);
+            self->parked_.erase(parked->handle);
+          }
+          for (const std::string& key : keys)
+            self->HandleClientReply(mcp::MakeError(mcp::Id(key), -32001,
+                                                   "the client did not retry in time"));
+        });
+    std::lock_guard lock(parked->mu);
+    parked->expiry = timer;
+  }
+  reply(mcp::Response{id, std::move(result)});
+}
+
+void McpSession::RefuseState(const mcp::Request& request, const Exchange& exchange,
+                             const std::string& why) {
+  core_.AuditRefusal(caller_, "", request.method, "requestState refused: " + why);
+  if (exchange.reply) exchange.reply(mcp::MakeError(request.id, mcp::kInvalidParams, why));
+}
+
+void McpSession::ResumeModernCall(const mcp::Request& request, Exchange exchange) {
+  const json& params = *request.params;
+  auto state_text = params.find("requestState");
+  if (state_text == params.end() || !state_text->is_string())
+    return RefuseState(request, exchange,
+                       "params.requestState must be the string warden returned with "
+                       "input_required (inputResponses alone resume nothing)");
+  auto responses = params.find("inputResponses");
+  if (responses != params.end() && !responses->is_object())
+    return RefuseState(request, exchange, "params.inputResponses must be an object");
+  auto opened = core_.request_states().Open(state_text->get<std::string>());
+  if (!opened) return RefuseState(request, exchange, opened.status().message());
+  const RequestState& state = *opened;
+  if (state.expires_ms < RequestStateSealer::NowMs())
+    return RefuseState(request, exchange, "requestState has expired; send the request again");
+  if (state.principal != PrincipalOf(caller_))
+    return RefuseState(request, exchange, "requestState was issued to another caller");
+  if (state.task != options_.task)
+    return RefuseState(request, exchange, "requestState belongs to another task");
+  if (state.method != request.method)
+    return RefuseState(request, exchange, "requestState was issued for " + state.method);
+  if (state.call != CallDigest(request))
+    return RefuseState(request, exchange,
+                       "requestState was issued for another call (its parameters differ)");
+  if (state.kind != "parked")
+    return RefuseState(request, exchange, "requestState is of a kind this gateway does not resume");
+  std::shared_ptr<Parked> parked;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = parked_.find(state.ref); it != parked_.end()) parked = it->second;
+  }
+  if (!parked)
+    return RefuseState(request, exchange,
+                       "requestState names a call that has ended; send the request again");
+  std::vector<std::pair<std::string, json>> answers;
+  std::optional<mcp::Message> final;
+  std::function<void(mcp::Message)> reply = ModernReply(request.method, std::move(exchange.reply));
+  bool missing = false;
+  {
+    std::lock_guard lock(parked->mu);
+    if (parked->state_id.empty() || parked->state_id != state.id) {
+      // Unlocked: RefuseState audits (a blocking write).
+    } else {
+      parked->state_id.clear();  // single use
+      if (parked->final) {
+        final = std::move(parked->final);
+        parked->final.reset();
+      } else {
+        parked->current.reply = std::move(reply);
+        parked->current.related = std::move(exchange.related);
+        parked->current_id = request.id;
+        std::vector<std::pair<std::string, json>> still;
+        for (auto& [key, question] : parked->asked) {
+          if (responses != params.end() && responses->contains(key))
+            answers.emplace_back(key, (*responses)[key]);
+          else
+            still.emplace_back(key, std::move(question));
+        }
+        parked->asked = std::move(still);
+        missing = !parked->asked.empty();
+      }
+      state_text = params.end();  // marks: accepted
+    }
+  }
+  if (state_text != params.end()) {
+    exchange.reply = std::move(reply);
+    return RefuseState(request, exchange,
+                       "requestState was already used (each one resumes a call once)");
+  }
+  if (final) {
+    {
+      std::lock_guard lock(mu_);
+      parked_.erase(parked->handle);
+    }
+    if (auto* ok = std::get_if<mcp::Response>(&*final)) ok->id = request.id;
+    if (auto* err = std::get_if<mcp::ErrorResponse>(&*final)) err->id = request.id;
+    return reply(std::move(*final));
+  }
+  for (auto& [key, answer] : answers) {
+    // Handed over as the client's answer to the question warden sent (a client's result; an
+    // object that is a JSON-RPC error stands for the client refusing).
+    if (answer.is_object() && answer.contains("error") && answer["error"].is_object()) {
+      const json& e = answer["error"];
+      HandleClientReply(mcp::MakeError(
+          mcp::Id(key), e.contains("code") && e["code"].is_number_integer() ? e["code"].get<int>() : mcp::kInternalError,
+          e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>()
+                                                            : "the client refused"));
+    } else {
+      HandleClientReply(mcp::Response{mcp::Id(key), answer});
+    }
+  }
+  // A question left unanswered is asked again.
+  if (missing) EndRound(parked);
+}
+
+}  // namespace warden::gateway

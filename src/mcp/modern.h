@@ -1,0 +1,76 @@
+// MCP 2026-07-28, the stateless revision: what one request carries instead of a session
+// (params._meta), the HTTP headers that mirror its body (Mcp-Method, Mcp-Name,
+// MCP-Protocol-Version) and how they are checked, the methods the revision removed, and the
+// result fields it added (resultType, ttlMs, cacheScope). Pure: no I/O, no exceptions out.
+// docs/mcp.md ("Two eras on one endpoint").
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "mcp/jsonrpc.h"
+
+namespace warden::mcp {
+
+inline constexpr std::string_view kModernVersion = "2026-07-28";
+
+// Error codes the revision defines.
+inline constexpr int kHeaderMismatch = -32020;
+inline constexpr int kMissingRequiredClientCapability = -32021;
+inline constexpr int kUnsupportedProtocolVersion = -32022;
+
+// The reserved _meta keys of a 2026 request.
+inline constexpr char kMetaProtocolVersion[] = "io.modelcontextprotocol/protocolVersion";
+inline constexpr char kMetaClientCapabilities[] = "io.modelcontextprotocol/clientCapabilities";
+inline constexpr char kMetaClientInfo[] = "io.modelcontextprotocol/clientInfo";
+inline constexpr char kMetaLogLevel[] = "io.modelcontextprotocol/logLevel";
+inline constexpr char kMetaServerInfo[] = "io.modelcontextprotocol/serverInfo";
+
+// What a 2026 request says about its client, read from params._meta.
+struct RequestMeta {
+  std::string protocol_version;  // "" when the request names none
+  nlohmann::json client_capabilities = nlohmann::json::object();
+  nlohmann::json client_info = nlohmann::json::object();
+  std::string log_level;  // "" when the client asked for none
+};
+
+// Reads params._meta; an error naming the field when one has the wrong type (the request is then
+// answered -32602). A request without params or _meta has an empty RequestMeta.
+std::optional<std::string> ReadRequestMeta(const Request& request, RequestMeta& out);
+
+// The protocol version a request names in params._meta, or "" (a 2025 request, or none at all).
+std::string MetaProtocolVersion(const Request& request);
+
+// Whether warden serves `version` statelessly (2026-07-28).
+bool IsModernVersion(std::string_view version);
+
+// The -32022 error for a request naming a version warden does not speak: data lists every
+// version warden supports (both eras) and the one requested.
+ErrorResponse UnsupportedVersion(const std::optional<Id>& id, const std::string& requested);
+
+// A header value as the revision encodes it: plain ASCII, or `=?base64?B64?=` (standard alphabet,
+// padded) holding UTF-8. nullopt when the sentinel form does not decode.
+std::optional<std::string> DecodeHeaderValue(std::string_view value);
+
+// The body value Mcp-Name mirrors: params.name of tools/call and prompts/get, params.uri of
+// resources/read; nullopt for other methods (or when the body lacks it).
+std::optional<std::string> NameOf(const Request& request);
+
+// The headers of one HTTP request that mirror its body (nullopt: header absent).
+struct MirrorHeaders {
+  std::optional<std::string> protocol_version, method, name;
+};
+// "" when the headers agree with the body, else the message of the -32020 error (HTTP 400):
+// MCP-Protocol-Version against _meta's version, Mcp-Method against `method` (required), Mcp-Name
+// against NameOf (required when the body has one, refused when it has none).
+std::string CheckMirrorHeaders(const Request& request, const MirrorHeaders& headers);
+
+// Methods 2025-11-25 had that 2026-07-28 removed: answered -32601 (HTTP 404) on the new wire.
+bool RemovedInModern(std::string_view method);
+
+// Sets result.resultType to "complete" unless the result already says what it is.
+void MarkComplete(nlohmann::json& result);
+
+}  // namespace warden::mcp
