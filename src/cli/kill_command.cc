@@ -52,7 +52,7 @@ int KillCommand::Execute() {
   const char* command = kill ? "warden kill" : "warden unkill";
   if (args_.empty()) {
     err_ << command << ": name what to " << (kill ? "stop" : "release")
-         << ": all, tenant NAME, user NAME, agent NAME, session ID or tool SERVER__TOOL"
+         << ": all, tenant NAME, user NAME, agent NAME, session ID, task ID or tool SERVER__TOOL"
          << (kill ? " (or list, history)" : "") << "\n";
     return kExitError;
   }

@@ -111,6 +111,7 @@ void GatewayCore::CancelCovered(KillScope scope, const std::string& name,
       case KillScope::kUser: holder = Holder::kUser; break;
       case KillScope::kAgent: holder = Holder::kAgent; break;
       case KillScope::kSession:
+      case KillScope::kTask:
       case KillScope::kTool: break;
     }
     if (holder) broker->Revoke(*holder, name);

@@ -59,7 +59,7 @@ monitor::Registry::Handle GatewayCore::RegisterMetrics() {
 
     std::map<std::string, int> switches;
     for (KillScope scope : {KillScope::kGlobal, KillScope::kTenant, KillScope::kUser,
-                            KillScope::kAgent, KillScope::kSession, KillScope::kTool})
+                            KillScope::kAgent, KillScope::kSession, KillScope::kTask, KillScope::kTool})
       switches[std::string(state::ToString(scope))] = 0;
     for (const state::KillSwitch& k : switches_.Active()) ++switches[std::string(ToString(k.scope))];
     e.Header("warden_kill_switches_active", "Kill switches in force, by scope",

@@ -10,7 +10,8 @@ namespace {
 // gateway would otherwise have to guess what they mean. The switch table's columns and
 // constraints, after "CREATE TABLE [IF NOT EXISTS] name":
 constexpr const char* kSwitchColumns = R"sql( (
-  scope TEXT NOT NULL CHECK (scope IN ('global', 'tenant', 'user', 'agent', 'session', 'tool')),
+  scope TEXT NOT NULL CHECK (scope IN ('global', 'tenant', 'user', 'agent', 'session', 'tool',
+                                       'task')),
   name TEXT NOT NULL CHECK ((scope = 'global') = (name = '')),
   reason TEXT NOT NULL,
   who TEXT NOT NULL,
@@ -33,7 +34,7 @@ CREATE TABLE IF NOT EXISTS state_kill_history (
 )sql";
 }
 
-// Files made before the user and session scopes have a CHECK that refuses them. SQLite cannot
+// Files made before the user, session and task scopes have a CHECK that refuses them. SQLite cannot
 // change a CHECK in place: the table is rebuilt with the new one, rows kept, in the opening
 // transaction (history has no CHECK on scope).
 std::string KillScopesUpgrade() {
@@ -56,6 +57,7 @@ Result<KillScope> ScopeFromColumn(const std::string& text) {
   if (text == "agent") return KillScope::kAgent;
   if (text == "session") return KillScope::kSession;
   if (text == "tool") return KillScope::kTool;
+  if (text == "task") return KillScope::kTask;
   return Status::Error("unknown kill switch scope '" + text + "' in the database");
 }
 
@@ -82,6 +84,8 @@ std::string_view ToString(KillScope scope) {
       return "session";
     case KillScope::kTool:
       return "tool";
+    case KillScope::kTask:
+      return "task";
   }
   return "global";
 }
@@ -93,8 +97,9 @@ Result<KillScope> ParseKillScope(std::string_view text) {
   if (text == "agent") return KillScope::kAgent;
   if (text == "session") return KillScope::kSession;
   if (text == "tool") return KillScope::kTool;
+  if (text == "task") return KillScope::kTask;
   return Status::Error("unknown kill switch scope '" + std::string(text) +
-                       "': use all, tenant, user, agent, session or tool");
+                       "': use all, tenant, user, agent, session, task or tool");
 }
 
 std::string KillKey(KillScope scope, const std::string& name) {
@@ -134,14 +139,14 @@ Result<std::unique_ptr<KillStore>> KillStore::Open(const DatabaseOptions& option
         Exec(db->get(), KillSchema().c_str(), "create kill switch tables").Wrap(options.path));
     auto old = Prepare(db->get(),
                        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-                       "name = 'state_kill_switches' AND sql NOT LIKE '%''session''%'");
+                       "name = 'state_kill_switches' AND sql NOT LIKE '%''task''%'");
     if (!old) return old.status().Wrap(options.path);
     const int rc = sqlite3_step(old->get());
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) return SqlError(db->get(), "read the kill switch schema");
     old->reset();
     if (rc == SQLITE_ROW) {
       WARDEN_RETURN_IF_ERROR(Exec(db->get(), KillScopesUpgrade().c_str(),
-                                  "add the user and session scopes to the kill switch table")
+                                  "add the user, session and task scopes to the kill switch table")
                                  .Wrap(options.path));
     }
     WARDEN_RETURN_IF_ERROR((*txn)->Commit().Wrap(options.path));
@@ -231,7 +236,8 @@ Result<std::vector<KillSwitch>> KillStore::Active() {
   auto stmt = Prepare(db,
                       "SELECT scope, name, reason, who, since FROM state_kill_switches "
                       "ORDER BY CASE scope WHEN 'global' THEN 0 WHEN 'tenant' THEN 1 "
-                      "WHEN 'user' THEN 2 WHEN 'agent' THEN 3 WHEN 'session' THEN 4 ELSE 5 END, "
+                      "WHEN 'user' THEN 2 WHEN 'agent' THEN 3 WHEN 'session' THEN 4 "
+                      "WHEN 'task' THEN 5 ELSE 6 END, "
                       "name");
   if (!stmt) return stmt.status();
   for (;;) {

@@ -18,7 +18,9 @@
 namespace warden::state {
 
 // Broad to narrow; the order in which a call's switches are looked up and listed.
-enum class KillScope { kGlobal, kTenant, kUser, kAgent, kSession, kTool };
+// kTask: every call that names the task (_meta["warden/task"]) of that id, whoever makes it; the
+// task of MCP 2026-07-28 requests, which have no session (docs/requests.md).
+enum class KillScope { kGlobal, kTenant, kUser, kAgent, kSession, kTool, kTask };
 
 // "global", "tenant", "user", "agent", "session", "tool".
 std::string_view ToString(KillScope scope);

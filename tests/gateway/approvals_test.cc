@@ -580,5 +580,155 @@ TEST_F(InBandApprovalsTest, ATwoPersonApprovalIsNeverMetByTheAgentsClientAndItsU
   session->Close();
 }
 
+// MCP 2026-07-28: the same in-band question, without a session. The call ends with
+// input_required carrying the elicitation and a request state sealed by warden; the client's
+// retry with the answer runs it. The state is bound to the caller, the task and the exact call,
+// and resumes it once: every other use is refused with -32602, audited, and runs nothing.
+class ModernInBandTest : public ApprovalsTest {
+ protected:
+  std::shared_ptr<McpSession> Context(identity::Caller caller, std::string task = "") {
+    auto context = std::make_shared<McpSession>(
+        *gw_->core, std::move(caller),
+        SessionOptions{.transport = "http", .modern = true, .task = std::move(task)});
+    gw_->core->Register(context);
+    contexts_.push_back(context);
+    return context;
+  }
+  static json Meta() {
+    return {{"io.modelcontextprotocol/protocolVersion", "2026-07-28"},
+            {"io.modelcontextprotocol/clientCapabilities", {{"elicitation", json::object()}}}};
+  }
+  static std::future<json> Send(McpSession& context, int id, json params) {
+    auto promise = std::make_shared<std::promise<json>>();
+    auto future = promise->get_future();
+    if (!params.contains("_meta")) params["_meta"] = json::object();
+    params["_meta"].update(Meta());
+    context.HandleModern(mcp::Request{mcp::Id(int64_t{id}), "tools/call", std::move(params)},
+                         Exchange{.related = nullptr, .reply = [promise](mcp::Message m) {
+                                    promise->set_value(json::parse(mcp::Serialize(m)));
+                                  }});
+    return future;
+  }
+  static json Echo(const std::string& text) {
+    return {{"name", "echo__echo"}, {"arguments", {{"text", text}}}};
+  }
+  static json Retry(json call, const json& state, const json& responses) {
+    call["requestState"] = state;
+    call["inputResponses"] = responses;
+    return call;
+  }
+  json Wait(std::future<json> f) {
+    EXPECT_TRUE(Ready(f, 10s)) << "no answer";
+    return f.wait_for(0s) == std::future_status::ready ? f.get() : json();
+  }
+  void TearDown() override {
+    for (auto& c : contexts_) c->Close();
+    ApprovalsTest::TearDown();
+  }
+  std::vector<std::shared_ptr<McpSession>> contexts_;
+};
+
+TEST_F(ModernInBandTest, AnAskReturnsInputRequiredAndTheRetryWithTheAnswerRunsIt) {
+  Start("approvals:\n  self_approve: true\n");
+  auto context = Context(identity::Caller{"", "tester", "", ""});
+  const json call = Echo("pay 120 EUR to DE89 3704 0044 0532 0130 00");
+  json first = Wait(Send(*context, 1, call));
+  ASSERT_EQ(first["result"]["resultType"], "input_required") << first.dump();
+  const json& requests = first["result"]["inputRequests"];
+  ASSERT_EQ(requests.size(), 1u) << first.dump();
+  const std::string key = requests.begin().key();
+  EXPECT_EQ(requests[key]["method"], "elicitation/create");
+  EXPECT_NE(requests[key]["params"]["message"].get<std::string>().find("DE89 3704 0044 0532 0130 00"),
+            std::string::npos);
+  EXPECT_TRUE(UpstreamCalls().empty()) << "ran before the answer";
+  json done = Wait(Send(*context, 2, Retry(call, first["result"]["requestState"],
+                                           {{key, {{"action", "accept"},
+                                                   {"content", {{"decision", "approve"}}}}}})));
+  EXPECT_EQ(done["id"], 2);
+  EXPECT_EQ(done["result"]["resultType"], "complete") << done.dump();
+  EXPECT_EQ(testing::ReplyText(done), call["arguments"]["text"].get<std::string>());
+  auto all = gate_->store().List(true);
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].status, ApprovalStatus::kApproved);
+  EXPECT_EQ((*all)[0].decided_by, "the agent's client (in-band)");
+  EXPECT_EQ((*all)[0].session, "") << "a 2026 call has no protocol session";
+  EXPECT_EQ(UpstreamCalls().size(), 1u);
+}
+
+// Kill switches per session become per task: a task switch ends the task's call waiting for a
+// person and refuses its next ones, and nobody else's.
+TEST_F(ModernInBandTest, ATaskKillSwitchEndsTheTasksWaitingCallAndRefusesItsNextOnes) {
+  Start();  // no self_approve: the call waits for a person, the stream open
+  auto task = Context(identity::Caller{"", "tester", "", ""}, "board-prep-42");
+  auto other = Context(identity::Caller{"", "tester", "", ""}, "other-task");
+  json waiting_call = Echo("wire 9000 EUR");
+  waiting_call["_meta"] = json{{"warden/task", "board-prep-42"}};
+  auto waiting = Send(*task, 1, waiting_call);
+  ASSERT_EQ(WaitPending(1).size(), 1u);
+  ASSERT_TRUE(gw_->kills.Kill(KillScope::kTask, "board-prep-42", "incident 8").ok());
+  json ended = Wait(std::move(waiting));
+  EXPECT_NE(testing::ReplyText(ended).find("incident 8"), std::string::npos) << ended.dump();
+  json again = Wait(Send(*task, 2, {{"name", "echo__calls"},
+                                    {"arguments", json::object()},
+                                    {"_meta", {{"warden/task", "board-prep-42"}}}}));
+  EXPECT_NE(testing::ReplyText(again).find("task:board-prep-42"), std::string::npos) << again.dump();
+  json free = Wait(Send(*other, 3, {{"name", "echo__calls"},
+                                    {"arguments", json::object()},
+                                    {"_meta", {{"warden/task", "other-task"}}}}));
+  EXPECT_EQ(free["result"]["isError"], false) << free.dump();
+  ASSERT_TRUE(gw_->kills.Unkill(KillScope::kTask, "board-prep-42").ok());
+  EXPECT_TRUE(UpstreamCalls().empty());
+}
+
+// The attack: whoever holds a request state tries to use it where it was not issued.
+TEST_F(ModernInBandTest, ATamperedForeignAlteredOrReplayedStateIsRefusedAndRunsNothing) {
+  Start("approvals:\n  self_approve: true\n");
+  auto mine = Context(identity::Caller{"", "tester", "", ""});
+  const json call = Echo("wire 9000 EUR");
+  json first = Wait(Send(*mine, 1, call));
+  ASSERT_EQ(first["result"]["resultType"], "input_required") << first.dump();
+  const std::string state = first["result"]["requestState"];
+  const std::string key = first["result"]["inputRequests"].begin().key();
+  const json yes = {{key, {{"action", "accept"}, {"content", {{"decision", "approve"}}}}}};
+  auto refused = [&](McpSession& where, json params, const std::string& why) {
+    json r = Wait(Send(where, 5, std::move(params)));
+    ASSERT_TRUE(r.contains("error")) << r.dump();
+    EXPECT_EQ(r["error"]["code"], -32602);
+    EXPECT_NE(r["error"]["message"].get<std::string>().find(why), std::string::npos) << r.dump();
+  };
+  // One character changed anywhere: does not open.
+  std::string tampered = state;
+  tampered[tampered.size() / 2] = tampered[tampered.size() / 2] == 'A' ? 'B' : 'A';
+  refused(*mine, Retry(call, tampered, yes), "altered");
+  refused(*mine, Retry(call, "not a state", yes), "not warden's");
+  refused(*mine, Retry(call, 42, yes), "must be the string");
+  // Another agent of the same user, and another task of the same caller.
+  auto other_agent = Context(identity::Caller{"", "tester", "other-agent", ""});
+  refused(*other_agent, Retry(call, state, yes), "another caller");
+  auto other_task = Context(identity::Caller{"", "tester", "", ""}, "t2");
+  refused(*other_task, Retry(call, state, yes), "another task");
+  // The same state for other arguments.
+  refused(*mine, Retry(Echo("wire 90000 EUR"), state, yes), "another call");
+  EXPECT_TRUE(UpstreamCalls().empty()) << "a refused retry ran the call";
+  // The state resumes once: a retry without the answer is asked again, with a new state...
+  json again = Wait(Send(*mine, 6, Retry(call, state, json::object())));
+  ASSERT_EQ(again["result"]["resultType"], "input_required") << again.dump();
+  EXPECT_NE(again["result"]["requestState"], state);
+  // ... and the first one, replayed, is refused.
+  refused(*mine, Retry(call, state, yes), "already used");
+  json done = Wait(Send(*mine, 7, Retry(call, again["result"]["requestState"], yes)));
+  EXPECT_EQ(testing::ReplyText(done), "wire 9000 EUR") << done.dump();
+  // Replayed after the call ended: it names nothing any more.
+  refused(*mine, Retry(call, again["result"]["requestState"], yes), "has ended");
+  EXPECT_EQ(UpstreamCalls().size(), 1u);
+  // Each refusal is in the audit log, saying why.
+  int audited = 0;
+  for (const auto& e : Entries())
+    if (e.reason.find("requestState refused") != std::string::npos) ++audited;
+  EXPECT_GE(audited, 8);
+}
+
+
 }  // namespace
 }  // namespace warden::gateway

@@ -137,6 +137,12 @@ class TestHost : public SessionHost {
     std::lock_guard lock(mu_);
     return last_peer_;
   }
+  std::shared_ptr<McpSession> CreateTaskContext(const identity::Caller& caller,
+                                                SessionOptions options) override {
+    auto context = std::make_shared<McpSession>(core_, caller, std::move(options));
+    core_.Register(context);
+    return context;
+  }
   std::shared_ptr<McpSession> Created(const std::string& id) {
     std::lock_guard lock(mu_);
     for (auto& weak : created_) {
@@ -651,6 +657,92 @@ TEST_F(HttpServerTest, UnsupportedProtocolVersionHeaderIs400) {
   EXPECT_EQ(Send(good).status, 200);
   EXPECT_EQ(Call(Rpc(4, "ping"), sid).status, 200)
       << "no header: accepted (spec: assume 2025-03-26)";
+}
+
+// MCP 2026-07-28 beside the 2025 sessions on the same endpoint: a request that names the new
+// version in its _meta is served without a session, and every answer says so in its own terms.
+TEST_F(HttpServerTest, A2026RequestIsServedWithoutASessionBesideA2025Session) {
+  StartServer();
+  std::string sid = Initialize("2025-11-25");
+  const json meta = {{"io.modelcontextprotocol/protocolVersion", "2026-07-28"},
+                     {"io.modelcontextprotocol/clientCapabilities", json::object()}};
+  auto modern = [&](int id, const std::string& method, json params,
+                    std::vector<std::pair<std::string, std::string>> extra = {}) {
+    params["_meta"] = meta;
+    Req req = Post(Rpc(id, method, params).dump());
+    req.headers.emplace_back("MCP-Protocol-Version", "2026-07-28");
+    req.headers.emplace_back("Mcp-Method", method);
+    for (auto& h : extra) req.headers.push_back(h);
+    return Send(req);
+  };
+  HttpReply discover = modern(1, "server/discover", json::object());
+  ASSERT_EQ(discover.status, 200) << discover.body;
+  EXPECT_TRUE(discover.Header("mcp-session-id").empty()) << "no session is opened";
+  json d = discover.Json()["result"];
+  EXPECT_EQ(d["resultType"], "complete");
+  EXPECT_EQ(d["supportedVersions"][0], "2026-07-28");
+  EXPECT_EQ(d["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "warden");
+  EXPECT_TRUE(d["capabilities"].contains("tools"));
+
+  HttpReply list = modern(2, "tools/list", json::object());
+  ASSERT_EQ(list.status, 200) << list.body;
+  EXPECT_EQ(list.Json()["result"]["cacheScope"], "private") << "filtered by policy per caller";
+  EXPECT_GT(list.Json()["result"]["ttlMs"].get<int64_t>(), 0);
+  EXPECT_EQ(list.Json()["result"]["resultType"], "complete");
+
+  HttpReply call = modern(3, "tools/call",
+                          {{"name", "sandbox__exec"}, {"arguments", {{"command", "echo modern"}}}},
+                          {{"Mcp-Name", "=?base64?c2FuZGJveF9fZXhlYw==?="}});
+  ASSERT_EQ(call.status, 200) << call.body;
+  EXPECT_EQ(call.Json()["result"]["structuredContent"]["stdout"], "modern\n") << call.body;
+  EXPECT_EQ(call.Json()["result"]["resultType"], "complete");
+
+  // The header a proxy routed on says another tool than the body: refused before anything runs.
+  HttpReply mismatch = modern(4, "tools/call",
+                              {{"name", "sandbox__exec"}, {"arguments", {{"command", "echo no"}}}},
+                              {{"Mcp-Name", "notes__echo"}});
+  EXPECT_EQ(mismatch.status, 400);
+  EXPECT_EQ(mismatch.Json()["error"]["code"], -32020) << mismatch.body;
+  EXPECT_EQ(mismatch.Json()["id"], 4);
+  HttpReply no_method_header = Send([&] {
+    Req req = Post(Rpc(5, "tools/list", {{"_meta", meta}}).dump());
+    req.headers.emplace_back("MCP-Protocol-Version", "2026-07-28");
+    return req;
+  }());
+  EXPECT_EQ(no_method_header.status, 400);
+  EXPECT_EQ(no_method_header.Json()["error"]["code"], -32020);
+  // Removed methods: 404 with -32601 on the new wire, still answered in the 2025 session.
+  HttpReply ping = modern(6, "ping", json::object());
+  EXPECT_EQ(ping.status, 404);
+  EXPECT_EQ(ping.Json()["error"]["code"], -32601);
+  EXPECT_EQ(Call(Rpc(7, "ping"), sid).status, 200);
+  // A version nobody speaks: -32022 naming both eras' versions.
+  Req future = Post(Rpc(8, "tools/list",
+                        {{"_meta", {{"io.modelcontextprotocol/protocolVersion", "2099-01-01"}}}})
+                        .dump());
+  future.headers.emplace_back("MCP-Protocol-Version", "2099-01-01");
+  future.headers.emplace_back("Mcp-Method", "tools/list");
+  HttpReply unsupported = Send(future);
+  EXPECT_EQ(unsupported.status, 400);
+  json e = unsupported.Json()["error"];
+  EXPECT_EQ(e["code"], -32022) << unsupported.body;
+  EXPECT_EQ(e["data"]["requested"], "2099-01-01");
+  EXPECT_EQ(e["data"]["supported"][0], "2026-07-28");
+  EXPECT_EQ(e["data"]["supported"][1], "2025-11-25");
+  // An envelope without the client's capabilities is no 2026 request: 400, -32602.
+  Req bare = Post(Rpc(10, "tools/list",
+                      {{"_meta", {{"io.modelcontextprotocol/protocolVersion", "2026-07-28"}}}})
+                      .dump());
+  bare.headers.emplace_back("MCP-Protocol-Version", "2026-07-28");
+  bare.headers.emplace_back("Mcp-Method", "tools/list");
+  HttpReply no_caps = Send(bare);
+  EXPECT_EQ(no_caps.status, 400);
+  EXPECT_EQ(no_caps.Json()["error"]["code"], -32602) << no_caps.body;
+  // Unauthenticated 2026 requests are refused like any other.
+  Req anonymous = Post(Rpc(9, "tools/list", {{"_meta", meta}}).dump(), "", "");
+  anonymous.headers.emplace_back("Mcp-Method", "tools/list");
+  EXPECT_EQ(Send(anonymous).status, 401);
+  EXPECT_EQ(server_->session_count(), 1u) << "2026 requests open no session";
 }
 
 // Issue 10 item 13: "MCP-Protocol-Version:" with nothing after it is not a version.

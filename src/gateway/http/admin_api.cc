@@ -142,7 +142,7 @@ nlohmann::json AdminApi::VisibleSwitches(const identity::Caller& caller,
           (!HasName(*tenant, s.scope, s.name) ||
            NameElsewhere(policy, caller.tenant, s.scope, s.name)))
         continue;
-      if (s.scope == KillScope::kSession) continue;
+      if (s.scope == KillScope::kSession || s.scope == KillScope::kTask) continue;
     }
     json j = SwitchJson(s.scope, s.name);
     j["reason"] = s.reason, j["who"] = s.who, j["since"] = s.since;
@@ -284,9 +284,12 @@ AdminReply AdminApi::Apply(const identity::Caller& caller, const AdminRequest& r
                           " switch stops every tenant: only the local operator may change it "
                           "(warden kill/unkill on the host)");
       case KillScope::kSession:
+      case KillScope::kTask:
         return Refuse(caller, request, 403,
-                      "a session switch names a session id of any tenant: only the local "
-                      "operator may change it (warden kill session ID on the host)");
+                      std::string("a ") + std::string(state::ToString(*scope)) +
+                          " switch names an id of any tenant: only the local operator may "
+                          "change it (warden kill " + std::string(state::ToString(*scope)) +
+                          " ID on the host)");
       case KillScope::kTenant:
         if (name != caller.tenant) {
           return Refuse(caller, request, 403,

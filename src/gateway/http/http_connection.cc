@@ -60,6 +60,13 @@ std::string PrintableHeader(std::string_view value) {
   return out;
 }
 
+bool HasInitializeVersion(const mcp::ParsedEntry& entry) {
+  const auto* message = std::get_if<mcp::Message>(&entry);
+  const auto* request = message ? std::get_if<mcp::Request>(message) : nullptr;
+  return request && request->params && request->params->is_object() &&
+         request->params->contains("protocolVersion");
+}
+
 std::string SupportedVersionsText() {
   std::string out;
   for (std::string_view v : mcp::kSupportedVersions) {
@@ -573,7 +580,9 @@ void HttpConnection::ServePostBody() {
       return Refuse(HttpStatus::service_unavailable, mcp::kInternalError, "the server is stopping",
                     false);
     }
-    if (!parsed.is_batch && !IsInitialize(parsed.entries.front()) && IsModernRequest(parsed)) {
+    // An initialize of 2026 (no params.protocolVersion, a 2026 _meta) is a removed method there.
+    if (!parsed.is_batch && IsModernRequest(parsed) &&
+        !(IsInitialize(parsed.entries.front()) && HasInitializeVersion(parsed.entries.front()))) {
       return ServeModern(std::move(parsed));
     }
     if (parsed.is_batch || !IsInitialize(parsed.entries.front())) {
@@ -629,15 +638,34 @@ void HttpConnection::ServeModern(mcp::ParseResult parsed) {
   }
   mcp::Request& request = std::get<mcp::Request>(message);
   const std::string version = mcp::MetaProtocolVersion(request);
-  if (!mcp::IsModernVersion(version)) {
-    // A version warden does not speak, or none in the body while the header names one.
-    if (version.empty())
-      return send_error(HttpStatus::bad_request,
-                        mcp::MakeError(request.id, mcp::kHeaderMismatch,
-                                       std::string("Header mismatch: the body's _meta lacks ") +
-                                           mcp::kMetaProtocolVersion));
+  const auto& head = parser_->get();
+  // The envelope first: a 2026 request carries its version and its client's capabilities.
+  mcp::RequestMeta meta;
+  if (auto bad = mcp::ReadRequestMeta(request, meta))
+    return send_error(HttpStatus::bad_request, mcp::MakeError(request.id, mcp::kInvalidParams, *bad));
+  const nlohmann::json* body_meta =
+      request.params && request.params->is_object() && request.params->contains("_meta")
+          ? &(*request.params)["_meta"]
+          : nullptr;
+  auto bad_envelope = [&](const char* what) {
+    send_error(HttpStatus::bad_request,
+               mcp::MakeError(request.id, mcp::kInvalidParams,
+                              std::string("a request of protocol version 2026-07-28 needs "
+                                          "params._meta with ") + what));
+  };
+  if (version.empty()) return bad_envelope(mcp::kMetaProtocolVersion);
+  // The header a proxy may have routed on must say what the body says, before anything else.
+  if (head.find("MCP-Protocol-Version") != head.end() &&
+      Header("MCP-Protocol-Version") != version)
+    return send_error(HttpStatus::bad_request,
+                      mcp::MakeError(request.id, mcp::kHeaderMismatch,
+                                     "Header mismatch: MCP-Protocol-Version header value '" +
+                                         PrintableHeader(Header("MCP-Protocol-Version")) +
+                                         "' does not match the body's _meta version"));
+  if (!mcp::IsModernVersion(version))
     return send_error(HttpStatus::bad_request, mcp::UnsupportedVersion(request.id, version));
-  }
+  if (body_meta == nullptr || !body_meta->contains(mcp::kMetaClientCapabilities))
+    return bad_envelope(mcp::kMetaClientCapabilities);
   const auto& req = parser_->get();
   mcp::MirrorHeaders headers;
   if (req.find("MCP-Protocol-Version") != req.end()) headers.protocol_version = Header("MCP-Protocol-Version");
@@ -759,10 +787,15 @@ void HttpConnection::HandleMessages(std::shared_ptr<McpSession> session, mcp::Pa
         }
       });
     };
-    if (modern)
+    if (modern) {
+      exchange.on_start = [post](std::shared_ptr<CancelToken> token) {
+        std::lock_guard lock(post->cancel_mu);
+        post->cancel = std::move(token);
+      };
       session->HandleModern(std::get<mcp::Request>(message), std::move(exchange));
-    else
+    } else {
       session->Handle(std::move(message), std::move(exchange));
+    }
   }
   if (post->remaining == 0) return FinishJson(*post);  // malformed entries and notifications
   if (post->resumable && post_ == post && !post->streaming) {
@@ -1207,6 +1240,15 @@ void HttpConnection::OnWatch(beast::error_code ec, std::size_t n) {
 void HttpConnection::Close() {
   if (closed_) return;
   closed_ = true;
+  if (post_ && post_->modern && !post_->finished) {
+    // 2026-07-28: a client that closes the request's stream cancels the request.
+    std::shared_ptr<CancelToken> cancel;
+    {
+      std::lock_guard lock(post_->cancel_mu);
+      cancel = post_->cancel;
+    }
+    if (cancel) cancel->Cancel("the client closed the request's stream");
+  }
   if (post_) {
     if (post_->stream != 0) {
       // Later events of the stream are recorded for a client that resumes it.

@@ -69,6 +69,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     bool initialize_failed = false;  // the initialize's reply was an error
     int retry_after = 0;  // seconds: the initialize was refused for a full upstream (503)
     bool modern = false;   // a 2026-07-28 request, served by a task context
+    // 2026-07-28: the call the POST carries, cancelled when the client closes the stream first.
+    std::mutex cancel_mu;
+    std::shared_ptr<CancelToken> cancel;
     std::atomic<int> status{0};  // an HTTP status for a JSON reply other than 200 (2026 errors)
   };
 

@@ -293,6 +293,7 @@ void McpSession::Run(const mcp::Request& request, Exchange exchange, Work work) 
   flight->id = request.id;
   flight->method = request.method;
   flight->related = exchange.related;
+  flight->waiting_for_client = exchange.waiting_for_client;
   // A task context serves requests from many connections, whose ids may repeat: its own key.
   const std::string key = options_.modern
                               ? request.id.ToString() + "#" + std::to_string(++modern_seq_)
@@ -307,6 +308,7 @@ void McpSession::Run(const mcp::Request& request, Exchange exchange, Work work) 
     }
     in_flight_[key] = flight;
   }
+  if (exchange.on_start) exchange.on_start(flight->cancel);
   auto self = shared_from_this();
   core_.Post([self, request, exchange = std::move(exchange), flight, key,
               work = std::move(work)]() mutable {
@@ -349,6 +351,7 @@ void McpSession::Close() {
     upstreams = std::move(upstreams_);
   }
   if (upstreams) upstreams->StopAll();
+  DropParked();
   core_.Unregister(this);
 }
 
@@ -358,12 +361,17 @@ void McpSession::CancelMatching(KillScope scope, const std::string& name,
                      (scope == KillScope::kTenant && name == caller_.tenant) ||
                      (scope == KillScope::kUser && name == caller_.user) ||
                      (scope == KillScope::kAgent && name == caller_.agent) ||
-                     (scope == KillScope::kSession && name == options_.session_id);
+                     (scope == KillScope::kSession && name == options_.session_id) ||
+                     (scope == KillScope::kTask && options_.modern && name == options_.task);
   std::vector<std::shared_ptr<InFlight>> hit;
   {
     std::lock_guard lock(mu_);
     for (auto& [key, flight] : in_flight_) {
-      if (whole || (scope == KillScope::kTool && flight->tool == name)) hit.push_back(flight);
+      std::shared_ptr<CallContext> call =
+          scope == KillScope::kTask ? flight->call.lock() : nullptr;
+      if (whole || (scope == KillScope::kTool && flight->tool == name) ||
+          (call && call->task == name))
+        hit.push_back(flight);
     }
   }
   for (auto& flight : hit) flight->cancel->Cancel(reason);
@@ -371,17 +379,27 @@ void McpSession::CancelMatching(KillScope scope, const std::string& name,
 
 MessageSink McpSession::RelatedSinkFor(const std::string& upstream) {
   std::lock_guard lock(mu_);
+  // A 2025 upstream does not say which of our requests its question serves: a request to it
+  // that is not itself waiting for the client's answer (a 2026 call parked for its retry asks
+  // nothing more until then), else any request to it.
+  MessageSink fallback;
   for (auto& [key, flight] : in_flight_) {
-    if (flight->upstream == upstream && flight->related) return flight->related;
+    if (flight->upstream != upstream || !flight->related) continue;
+    if (!flight->waiting_for_client || !flight->waiting_for_client->load()) return flight->related;
+    if (!fallback) fallback = flight->related;
   }
+  if (fallback) return fallback;
   if (stream_) return stream_;
   return nullptr;
 }
 
 bool McpSession::HasRequestTo(const std::string& upstream) {
   std::lock_guard lock(mu_);
+  // A request parked until its client retries asks nothing meanwhile (see RelatedSinkFor).
   for (auto& [key, flight] : in_flight_) {
-    if (flight->upstream == upstream) return true;
+    if (flight->upstream == upstream &&
+        !(flight->waiting_for_client && flight->waiting_for_client->load()))
+      return true;
   }
   return false;
 }

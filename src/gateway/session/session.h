@@ -53,6 +53,12 @@ struct Exchange {
   // The reply (Response or ErrorResponse), called exactly once for a request, from any thread.
   // Not called for notifications and client responses.
   std::function<void(mcp::Message)> reply;
+  // Told the request's cancel token once it is in flight (may be unset): a transport whose
+  // client going away cancels the request (2026-07-28: closing the stream) keeps it.
+  std::function<void(std::shared_ptr<CancelToken>)> on_start;
+  // Set while the request waits for its client to answer a question (a 2026 call parked for its
+  // retry): an upstream's next question is then not taken to be this request's (may be unset).
+  std::shared_ptr<std::atomic<bool>> waiting_for_client;
 };
 
 struct SessionOptions {
@@ -133,6 +139,7 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
     std::shared_ptr<CancelToken> cancel = std::make_shared<CancelToken>();
     // The pipeline's view of it once decided: progress on its way out passes its stages.
     std::weak_ptr<CallContext> call;
+    std::shared_ptr<std::atomic<bool>> waiting_for_client;  // see Exchange
   };
   void HandleRequest(const mcp::Request& request, Exchange exchange);
   // What goes back to the client passes the credential broker's redactor last.
@@ -144,17 +151,21 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
                                              const nlohmann::json& client_info,
                                              const std::string& version);
   nlohmann::json Capabilities() const;
+  nlohmann::json ModernCapabilities() const;
   // The session id the calls carry: "" for a task context (it is no protocol session).
   std::string call_session() const { return options_.modern ? std::string() : options_.session_id; }
   // 2026-07-28 (session_modern.cc).
   struct Parked;
   mcp::Message Discover(const mcp::Request& request);
-  void StartModernCall(const mcp::Request& request, Exchange exchange);
-  void ResumeModernCall(const mcp::Request& request, Exchange exchange);
+  // `caps`: what the request declared its client can answer (its _meta).
+  void StartModernCall(const mcp::Request& request, Exchange exchange, const nlohmann::json& caps);
+  void ResumeModernCall(const mcp::Request& request, Exchange exchange, const nlohmann::json& caps);
   // Ends the current round of `parked` with input_required (posted: asks that come together go
   // out together).
   void EndRound(const std::shared_ptr<Parked>& parked);
   void RefuseState(const mcp::Request& request, const Exchange& exchange, const std::string& why);
+  // Close: the parked calls' timers are cancelled (a pending timer holds the worker pool).
+  void DropParked();
   void HandleNotification(const mcp::Notification& note);
   void HandleClientReply(const mcp::Message& message);
   mcp::Message Initialize(const mcp::Request& request);

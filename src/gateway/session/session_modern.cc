@@ -50,9 +50,11 @@ std::string RandomHex16() {
 
 std::string PrincipalOf(const identity::Caller& c) { return c.tenant + "/" + c.user + "/" + c.agent; }
 
+// The results the revision makes cacheable (ttlMs and cacheScope required).
 bool IsList(const std::string& method) {
   return method == "tools/list" || method == "resources/list" ||
-         method == "resources/templates/list" || method == "prompts/list";
+         method == "resources/templates/list" || method == "prompts/list" ||
+         method == "resources/read";
 }
 
 // What every 2026 answer gets on its way out: resultType, and the caching fields of lists.
@@ -87,12 +89,43 @@ struct McpSession::Parked {
   std::string state_id;               // the one request state that may resume it next
   bool round_posted = false;
   bool done = false;
-  std::shared_ptr<boost::asio::steady_timer> expiry;
+  std::shared_ptr<boost::asio::steady_timer> expiry, round_timer;
+  json caps = json::object();  // what the request answering now declared it can answer
+  std::shared_ptr<CancelToken> cancel;  // the call's, once in flight
+  // True from the round's input_required until the retry has answered every question.
+  std::shared_ptr<std::atomic<bool>> waiting = std::make_shared<std::atomic<bool>>(false);
 };
 
 size_t McpSession::parked_count() const {
   std::lock_guard lock(mu_);
   return parked_.size();
+}
+
+json McpSession::ModernCapabilities() const {
+  // Without a session there is no stream for notifications until subscriptions/listen is
+  // served: nothing that promises them (listChanged, subscribe, logging) is offered.
+  json capabilities = {{"tools", json::object()}};
+  if (upstreams_ && upstreams_->Any()) {
+    capabilities["resources"] = json::object();
+    capabilities["prompts"] = json::object();
+    capabilities["completions"] = json::object();
+  }
+  return capabilities;
+}
+
+void McpSession::DropParked() {
+  std::map<std::string, std::shared_ptr<Parked>> parked;
+  {
+    std::lock_guard lock(mu_);
+    parked.swap(parked_);
+  }
+  for (auto& [handle, p] : parked) {
+    std::lock_guard lock(p->mu);
+    p->done = true;
+    p->state_id.clear();
+    if (p->expiry) p->expiry->cancel();
+    if (p->round_timer) p->round_timer->cancel();
+  }
 }
 
 bool McpSession::busy() const {
@@ -131,8 +164,14 @@ void McpSession::HandleModern(const mcp::Request& request, Exchange exchange) {
         if (!scope) return reply_now(mcp::MakeError(request.id, mcp::kInvalidParams, scope.status().message()));
         caller_.scope = *scope;
       }
-      if (auto refused = StartUpstreams(request, meta.client_capabilities, meta.client_info,
-                                        std::string(mcp::kModernVersion)))
+      // warden speaks 2025-11-25 to its upstreams, offering every question a client may be
+      // asked: a task context relays each one as input_required, to a request that declared the
+      // capability (or answers that request -32021).
+      const json offered = {{"sampling", json::object()},
+                            {"elicitation", json::object()},
+                            {"roots", {{"listChanged", true}}}};
+      if (auto refused = StartUpstreams(request, offered, meta.client_info,
+                                        std::string(mcp::LatestVersion())))
         return reply_now(std::move(*refused));
       initialized_ = true;
       client_ready_ = true;
@@ -144,9 +183,16 @@ void McpSession::HandleModern(const mcp::Request& request, Exchange exchange) {
   }
   if (request.method == "server/discover") return reply_now(Discover(request));
   const json* params = request.params && request.params->is_object() ? &*request.params : nullptr;
-  if (params && (params->contains("requestState") || params->contains("inputResponses")))
-    return ResumeModernCall(request, std::move(exchange));
-  StartModernCall(request, std::move(exchange));
+  if (params && params->contains("requestState"))
+    return ResumeModernCall(request, std::move(exchange), meta.client_capabilities);
+  if (params && params->contains("inputResponses")) {
+    // Answers without the state that asked for them resume nothing: the request is a new call
+    // (which asks again what it needs), and the answers are not passed on.
+    mcp::Request fresh = request;
+    fresh.params->erase("inputResponses");
+    return StartModernCall(fresh, std::move(exchange), meta.client_capabilities);
+  }
+  StartModernCall(request, std::move(exchange), meta.client_capabilities);
 }
 
 mcp::Message McpSession::Discover(const mcp::Request& request) {
@@ -155,7 +201,7 @@ mcp::Message McpSession::Discover(const mcp::Request& request) {
   json result = {
       {"resultType", "complete"},
       {"supportedVersions", std::move(versions)},
-      {"capabilities", Capabilities()},
+      {"capabilities", ModernCapabilities()},
       {"_meta",
        {{mcp::kMetaServerInfo, {{"name", "warden"}, {"version", core_.options().server_version}}}}},
       {"instructions",
@@ -167,8 +213,10 @@ mcp::Message McpSession::Discover(const mcp::Request& request) {
   return mcp::Response{request.id, std::move(result)};
 }
 
-void McpSession::StartModernCall(const mcp::Request& request, Exchange exchange) {
+void McpSession::StartModernCall(const mcp::Request& request, Exchange exchange,
+                                 const json& caps) {
   auto parked = std::make_shared<Parked>();
+  parked->caps = caps;
   parked->handle = "pk_local_" + RandomHex16();
   parked->method = request.method;
   parked->digest = CallDigest(request);
@@ -177,6 +225,14 @@ void McpSession::StartModernCall(const mcp::Request& request, Exchange exchange)
   parked->current.reply = ModernReply(request.method, std::move(exchange.reply));
   std::weak_ptr<McpSession> weak = weak_from_this();
   Exchange inner;
+  inner.waiting_for_client = parked->waiting;
+  inner.on_start = [parked, outer = std::move(exchange.on_start)](std::shared_ptr<CancelToken> t) {
+    {
+      std::lock_guard lock(parked->mu);
+      parked->cancel = t;
+    }
+    if (outer) outer(std::move(t));
+  };
   // What the call sends before its result: a question for the client (elicitation, sampling,
   // roots; warden's own in-band approval or an upstream's) parks the call and ends this round
   // with input_required; anything else (progress) goes to the request answering now.
@@ -184,22 +240,58 @@ void McpSession::StartModernCall(const mcp::Request& request, Exchange exchange)
     auto self = weak.lock();
     if (!self) return;
     if (const auto* question = std::get_if<mcp::Request>(&m)) {
+      const std::string key =
+          question->id.AsString() ? *question->id.AsString() : question->id.ToString();
+      // The request answering now must have declared what the question needs; if not, it is
+      // answered -32021 naming the capability, and the question fails.
+      const char* needs = question->method == "sampling/createMessage" ? "sampling"
+                          : question->method == "elicitation/create"   ? "elicitation"
+                          : question->method == "roots/list"           ? "roots"
+                                                                       : nullptr;
+      json caps;
+      {
+        std::lock_guard lock(parked->mu);
+        caps = parked->caps;
+      }
+      if (needs == nullptr || !caps.is_object() || !caps.contains(needs)) {
+        std::function<void(mcp::Message)> reply;
+        mcp::Id id;
+        {
+          std::lock_guard lock(parked->mu);
+          reply = std::move(parked->current.reply);
+          id = parked->current_id;
+          parked->current = {};
+        }
+        self->HandleClientReply(mcp::MakeError(
+            mcp::Id(key), mcp::kMethodNotFound,
+            std::string("the client does not support ") + (needs ? needs : question->method)));
+        if (reply) {
+          mcp::ErrorResponse error = mcp::MakeError(
+              id, mcp::kMissingRequiredClientCapability,
+              std::string("this request needs the client capability '") +
+                  (needs ? needs : question->method) + "', which its _meta does not declare");
+          error.data = json{{"requiredCapabilities", {{needs ? needs : "unknown", json::object()}}}};
+          reply(std::move(error));
+        }
+        return;
+      }
       bool post = false;
       {
         std::lock_guard lock(parked->mu);
         if (parked->done) return;
-        parked->asked.emplace_back(question->id.AsString() ? *question->id.AsString()
-                                                           : question->id.ToString(),
-                                   json{{"method", question->method},
+        parked->asked.emplace_back(key, json{{"method", question->method},
                                         {"params", question->params.value_or(json::object())}});
         post = !parked->round_posted;
         parked->round_posted = true;
       }
       if (post) {
-        // Posted after a moment, so that questions asked together go out together.
-        self->core_.PostAfter(kRoundGather, [weak, parked] {
+        // Posted after a moment, so that questions asked together go out together. The timer
+        // is held by the call (a timer dropped is a timer cancelled).
+        auto timer = self->core_.PostAfter(kRoundGather, [weak, parked] {
           if (auto s = weak.lock()) s->EndRound(parked);
         });
+        std::lock_guard lock(parked->mu);
+        parked->round_timer = std::move(timer);
       }
       return;
     }
@@ -266,6 +358,7 @@ void McpSession::EndRound(const std::shared_ptr<Parked>& parked) {
       result = json();  // the cipher failed: answered as an error below
     } else {
       parked->state_id = state.id;
+      parked->waiting->store(true);
       result = {{"resultType", "input_required"},
                 {"inputRequests", std::move(requests)},
                 {"requestState", sealed}};
@@ -326,7 +419,8 @@ void McpSession::RefuseState(const mcp::Request& request, const Exchange& exchan
   if (exchange.reply) exchange.reply(mcp::MakeError(request.id, mcp::kInvalidParams, why));
 }
 
-void McpSession::ResumeModernCall(const mcp::Request& request, Exchange exchange) {
+void McpSession::ResumeModernCall(const mcp::Request& request, Exchange exchange,
+                                  const json& caps) {
   const json& params = *request.params;
   auto state_text = params.find("requestState");
   if (state_text == params.end() || !state_text->is_string())
@@ -364,6 +458,7 @@ void McpSession::ResumeModernCall(const mcp::Request& request, Exchange exchange
   std::optional<mcp::Message> final;
   std::function<void(mcp::Message)> reply = ModernReply(request.method, std::move(exchange.reply));
   bool missing = false;
+  std::shared_ptr<CancelToken> cancel;
   {
     std::lock_guard lock(parked->mu);
     if (parked->state_id.empty() || parked->state_id != state.id) {
@@ -377,6 +472,8 @@ void McpSession::ResumeModernCall(const mcp::Request& request, Exchange exchange
         parked->current.reply = std::move(reply);
         parked->current.related = std::move(exchange.related);
         parked->current_id = request.id;
+        parked->caps = caps;
+        cancel = parked->cancel;
         std::vector<std::pair<std::string, json>> still;
         for (auto& [key, question] : parked->asked) {
           if (responses != params.end() && responses->contains(key))
@@ -386,6 +483,7 @@ void McpSession::ResumeModernCall(const mcp::Request& request, Exchange exchange
         }
         parked->asked = std::move(still);
         missing = !parked->asked.empty();
+        if (!missing) parked->waiting->store(false);
       }
       state_text = params.end();  // marks: accepted
     }
@@ -404,6 +502,8 @@ void McpSession::ResumeModernCall(const mcp::Request& request, Exchange exchange
     if (auto* err = std::get_if<mcp::ErrorResponse>(&*final)) err->id = request.id;
     return reply(std::move(*final));
   }
+  // The retry's stream now carries the call: its closing cancels it.
+  if (cancel && exchange.on_start) exchange.on_start(cancel);
   for (auto& [key, answer] : answers) {
     // Handed over as the client's answer to the question warden sent (a client's result; an
     // object that is a JSON-RPC error stands for the client refusing).

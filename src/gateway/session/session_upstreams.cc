@@ -810,7 +810,12 @@ void SessionUpstreams::AskClient(Entry& entry, const mcp::Request& request,
 
 void SessionUpstreams::AskClientOn(MessageSink sink, const mcp::Request& request,
                                    std::function<void(mcp::Message)> done) {
-  const json caps = session_.client_capabilities();
+  // A task context's requests declare their capabilities one by one: it checks them itself
+  // when it relays the question (session_modern.cc).
+  const json caps = session_.modern() ? json{{"sampling", json::object()},
+                                             {"elicitation", json::object()},
+                                             {"roots", json::object()}}
+                                      : session_.client_capabilities();
   const char* needs = request.method == "sampling/createMessage" ? "sampling"
                       : request.method == "elicitation/create"   ? "elicitation"
                                                                  : "roots";

@@ -3,7 +3,7 @@
 namespace warden::gateway {
 
 StageOutcome KillSwitchStage::Run(CallContext& call) {
-  auto pulled = switches_.Check({call.tenant, call.user, call.agent, call.session, call.tool});
+  auto pulled = switches_.Check({call.tenant, call.user, call.agent, call.session, call.tool, call.task});
   if (!pulled) return StageOutcome::Continue();
   std::string reason = "stopped by kill switch " + pulled->first;
   if (!pulled->second.empty()) reason += ": " + pulled->second;

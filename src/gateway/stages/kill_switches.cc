@@ -159,7 +159,8 @@ std::optional<std::pair<std::string, std::string>> KillSwitches::Check(
   if (pulled_.empty()) return std::nullopt;
   const Probe probes[] = {{KillScope::kGlobal, ""},           {KillScope::kTenant, subject.tenant},
                           {KillScope::kUser, subject.user},     {KillScope::kAgent, subject.agent},
-                          {KillScope::kSession, subject.session}, {KillScope::kTool, subject.tool}};
+                          {KillScope::kSession, subject.session}, {KillScope::kTask, subject.task},
+                          {KillScope::kTool, subject.tool}};
   for (const Probe& probe : probes) {
     if (probe.first != KillScope::kGlobal && probe.second.empty()) continue;
     auto it = pulled_.find(probe);

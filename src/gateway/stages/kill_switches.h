@@ -58,7 +58,7 @@ class KillSwitches {
 
   // Who and what a call is, as the switches see it. An empty field matches no switch.
   struct Subject {
-    std::string_view tenant, user, agent, session, tool;
+    std::string_view tenant, user, agent, session, tool, task;
   };
   // A switch that stops this call, as {switch, reason} ("tool:sandbox__exec", "..."), checked in
   // the order global, tenant, user, agent, session, tool; nullopt when none does. Cheap: one lock
