@@ -5,7 +5,9 @@
 //   warden:        `warden serve --no-prefix --upstream echo=stdio:'node echo_server.mjs'`, audit
 //                  log on WARDEN_BENCH_DIR (default /var/tmp; sync normal, as in production);
 //   supergateway:  npm supergateway 4 (stdio -> Streamable HTTP, --stateful);
-//   mcp-proxy:     npm mcp-proxy 6 (stdio -> Streamable HTTP, stateful, no event store).
+//   mcp-proxy:     npm mcp-proxy 6 (stdio -> Streamable HTTP, stateful, no event store);
+//   warden-2026:   the same warden, the client speaking MCP 2026-07-28 (no session: _meta and
+//                  the Mcp-Method/Mcp-Name headers on every request, served by a task context).
 // The gateways front the same echo server over stdio, so "added" = target minus direct is what the
 // gateway costs. The client is this process (Boost.Beast, blocking sockets, one keep-alive
 // connection per MCP session), identical for every target.
@@ -17,7 +19,8 @@
 // the gateway's own process, "total" includes the upstream it runs.
 //
 // usage: gateway_bench [--calls N] [--rounds R] [--sessions S] [--conc-calls M] [--warmup W]
-//                      [--targets direct,warden,supergateway,mcp-proxy] [--warden-args 'ARGS']
+//                      [--targets direct,warden,warden-2026,supergateway,mcp-proxy]
+//                      [--warden-args 'ARGS']
 //        gateway_bench --wakeups   (only what one thread waking another costs here)
 //   N sequential calls per target in all (default 3000), split over R rounds (default 3); S
 //   concurrent sessions (default 8) making M calls each per round (default 250); W warm-up calls
@@ -80,12 +83,34 @@ using warden::bench::TargetSpec;
 
 // ---- The client: one MCP session over one keep-alive connection. ----
 
+// The _meta of a 2026-07-28 request (no session: each request says who its client is).
+constexpr char kModernMeta[] =
+    R"("_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",)"
+    R"("io.modelcontextprotocol/clientInfo":{"name":"warden-gateway-bench","version":"1"},)"
+    R"("io.modelcontextprotocol/clientCapabilities":{}})";
+
 class McpSession {
  public:
-  explicit McpSession(Endpoint endpoint) : endpoint_(std::move(endpoint)) {}
+  // `modern`: MCP 2026-07-28, stateless (server/discover, then requests with _meta and the
+  // Mcp-Method/Mcp-Name headers); else a 2025-11-25 session.
+  explicit McpSession(Endpoint endpoint, bool modern = false)
+      : endpoint_(std::move(endpoint)), modern_(modern) {}
 
   // initialize, notifications/initialized and tools/list; keeps the Mcp-Session-Id the server gave.
   Status Open() {
+    if (modern_) {
+      auto discover = Post(R"({"jsonrpc":"2.0","id":)" + std::to_string(next_id_++) +
+                               R"(,"method":"server/discover","params":{)" + kModernMeta + "}}",
+                           "server/discover");
+      if (!discover.ok()) return discover.status().Wrap("server/discover");
+      auto list = Post(R"({"jsonrpc":"2.0","id":)" + std::to_string(next_id_++) +
+                           R"(,"method":"tools/list","params":{)" + kModernMeta + "}}",
+                       "tools/list");
+      if (!list.ok()) return list.status().Wrap("tools/list");
+      if (list->find("\"echo\"") == std::string::npos)
+        return Status::Error("tools/list does not name echo: " + list->substr(0, 300));
+      return Status::Ok();
+    }
     auto reply = Post(warden::bench::InitializeBody(next_id_++, "warden-gateway-bench"));
     if (!reply.ok()) return reply.status().Wrap("initialize");
     if (session_id_.empty()) return Status::Error("initialize: no Mcp-Session-Id in the reply");
@@ -103,7 +128,9 @@ class McpSession {
   // One tools/call of `echo`; checks that the reply answers this id with the text sent.
   Status CallEcho() {
     int64_t id = next_id_++;
-    auto reply = Post(warden::bench::EchoCallBody(id, "echo"));
+    std::string body = warden::bench::EchoCallBody(id, "echo");
+    if (modern_) body.insert(body.size() - 2, std::string(",") + kModernMeta);
+    auto reply = modern_ ? Post(body, "tools/call", "echo") : Post(body);
     if (!reply.ok()) return reply.status().Wrap("tools/call");
     return warden::bench::CheckEchoReply(*reply, id);
   }
@@ -122,11 +149,17 @@ class McpSession {
 
  private:
   // POSTs one JSON-RPC message; returns the body (JSON or an SSE stream) of a 2xx reply.
-  Result<std::string> Post(const std::string& body) {
+  Result<std::string> Post(const std::string& body, const char* method = nullptr,
+                           const char* name = nullptr) {
     http::request<http::string_body> req{http::verb::post, endpoint_.path, 11};
     req.set(http::field::host, endpoint_.host);
     req.set(http::field::content_type, "application/json");
     req.set(http::field::accept, "application/json, text/event-stream");
+    if (modern_) {
+      req.set("MCP-Protocol-Version", "2026-07-28");
+      if (method) req.set("Mcp-Method", method);
+      if (name) req.set("Mcp-Name", name);
+    }
     if (!session_id_.empty()) {
       req.set("Mcp-Session-Id", session_id_);
       req.set("MCP-Protocol-Version", kProtocolVersion);
@@ -177,6 +210,7 @@ class McpSession {
   beast::flat_buffer buffer_;
   std::string session_id_;
   int64_t next_id_ = 1;
+  bool modern_ = false;
 };
 
 // User+system CPU seconds of `root` alone and of `root` with all its descendants (/proc).
@@ -283,7 +317,8 @@ void MeasureWakeups(int gap_us, bool same_cpu) {
 
 struct Options {
   int calls = 3000, rounds = 3, sessions = 8, conc_calls = 250, warmup = 200;
-  std::vector<std::string> targets = {"direct", "warden", "supergateway", "mcp-proxy"};
+  std::vector<std::string> targets = {"direct", "warden", "warden-2026", "supergateway",
+                                      "mcp-proxy"};
   std::vector<std::string> warden_args;  // added to `warden serve` (experiments: --threads 1)
   bool wakeups = false;                  // only measure thread wake-ups
 };
@@ -296,11 +331,12 @@ struct Bench {
 };
 
 Status OpenSessions(Bench& b, const Options& o) {
-  b.seq = std::make_unique<McpSession>(b.target.endpoint);
+  const bool modern = b.target.spec.name == "warden-2026";
+  b.seq = std::make_unique<McpSession>(b.target.endpoint, modern);
   WARDEN_RETURN_IF_ERROR(b.seq->Open());
   WARDEN_RETURN_IF_ERROR(Calls(*b.seq, o.warmup, nullptr));
   for (int i = 0; i < o.sessions; ++i) {
-    b.conc.push_back(std::make_unique<McpSession>(b.target.endpoint));
+    b.conc.push_back(std::make_unique<McpSession>(b.target.endpoint, modern));
     WARDEN_RETURN_IF_ERROR(b.conc.back()->Open());
     WARDEN_RETURN_IF_ERROR(Calls(*b.conc.back(), std::max(1, o.warmup / 4), nullptr));
   }
@@ -356,7 +392,7 @@ TargetSpec SpecFor(const std::string& name, const std::string& audit_db, const O
   if (name == "direct") {
     return {name, {"node", "bench/fixtures/echo_server.mjs", "--http", "0"}, "MCP endpoint ", ""};
   }
-  if (name == "warden") {
+  if (name == "warden" || name == "warden-2026") {
     const char* override_bin = std::getenv("WARDEN_BIN");
     std::vector<std::string> argv = {override_bin ? override_bin : WARDEN_BIN,
                                      "serve",
@@ -426,6 +462,16 @@ void Report(const std::vector<Bench>& benches, const Options& o) {
     if (!direct || !warden || !b.fig.failure.empty() || peer == "direct" || peer == "warden") {
       continue;
     }
+    if (peer == "warden-2026") {
+      // The same gateway, each request stateless (MCP 2026-07-28) against a 2025 session.
+      std::printf("warden-2026 / warden (2025 session): p50 %.2f, added p50 %.2f, concurrent "
+                  "calls/s %.2f\n",
+                  Percentile(b.fig.seq_us, 0.5) / Percentile(warden->seq_us, 0.5),
+                  (Percentile(b.fig.seq_us, 0.5) - Percentile(direct->seq_us, 0.5)) /
+                      (Percentile(warden->seq_us, 0.5) - Percentile(direct->seq_us, 0.5)),
+                  Percentile(b.fig.conc_rate, 0.5) / Percentile(warden->conc_rate, 0.5));
+      continue;
+    }
     auto added = [&](const Figures& f) {
       return Percentile(f.seq_us, 0.5) - Percentile(direct->seq_us, 0.5);
     };
@@ -486,7 +532,8 @@ Options ParseOptions(int argc, char** argv) {
     }
   }
   for (const auto& t : o.targets) {
-    if (t != "direct" && t != "warden" && t != "supergateway" && t != "mcp-proxy") {
+    if (t != "direct" && t != "warden" && t != "warden-2026" && t != "supergateway" &&
+        t != "mcp-proxy") {
       std::fprintf(stderr,
                    "gateway_bench: unknown target '%s' (direct, warden, supergateway, "
                    "mcp-proxy)\n",

@@ -79,7 +79,11 @@ std::function<void(mcp::Message)> ModernReply(std::string method,
 struct McpSession::Parked {
   std::mutex mu;
   std::string handle;  // pk_local_HEX
-  std::string method, digest;
+  std::string method;
+  // The request as first sent, for the digest a retry must match (computed when the call first
+  // parks: most calls never do).
+  mcp::Request original;
+  std::string digest;
   // The request answering now (the first, then each retry); empty between rounds.
   Exchange current;
   mcp::Id current_id;
@@ -219,7 +223,7 @@ void McpSession::StartModernCall(const mcp::Request& request, Exchange exchange,
   parked->caps = caps;
   parked->handle = "pk_local_" + RandomHex16();
   parked->method = request.method;
-  parked->digest = CallDigest(request);
+  parked->original = request;
   parked->current_id = request.id;
   parked->current.related = std::move(exchange.related);
   parked->current.reply = ModernReply(request.method, std::move(exchange.reply));
@@ -338,6 +342,7 @@ void McpSession::EndRound(const std::shared_ptr<Parked>& parked) {
     std::lock_guard lock(parked->mu);
     parked->round_posted = false;
     if (parked->done || !parked->current.reply || parked->asked.empty()) return;
+    if (parked->digest.empty()) parked->digest = CallDigest(parked->original);
     RequestState state;
     state.id = RandomHex16();
     state.principal = PrincipalOf(caller_);

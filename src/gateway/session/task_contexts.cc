@@ -34,7 +34,8 @@ TaskContexts::TaskContexts(std::string transport, Make make,
 
 Result<std::shared_ptr<McpSession>> TaskContexts::For(const identity::Caller& caller,
                                                       const mcp::Request& request) {
-  const json params = request.params.value_or(json::object());
+  static const json kNone = json::object();
+  const json& params = request.params ? *request.params : kNone;
   auto task = TaskFromMeta(params);
   if (!task) return task.status();
   std::string scope;
