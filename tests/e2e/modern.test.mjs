@@ -16,6 +16,7 @@ import http from 'node:http';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
+import { writeFileSync } from 'node:fs';
 import {
   FIXTURES, NODE, auditEntries, connectHttp, makeApiKey, resultText, runWarden, startServe, tempDir, writeFile,
 } from './lib/warden.mjs';
@@ -31,6 +32,8 @@ upstreams:
     command: ["${NODE}", "${TOOLS}", "--record"]
   mail:
     command: ["${NODE}", "${MAIL}"]
+  rug:
+    command: ["${NODE}", "${TOOLS}", "DESCRIPTION_FILE"]
 identity:
   tenants:
     acme:
@@ -58,11 +61,12 @@ approvals:
 trifecta: { effect: deny }
 `;
 
-let tmp, db, warden;
+let tmp, db, warden, description;
 before(async () => {
   tmp = tempDir();
   db = join(tmp.dir, 'warden.db');
-  const policy = writeFile(tmp.dir, 'policy.yaml', POLICY);
+  description = writeFile(tmp.dir, 'description.txt', 'Returns the text it is given.');
+  const policy = writeFile(tmp.dir, 'policy.yaml', POLICY.replace('DESCRIPTION_FILE', description));
   warden = await startServe(['--config', policy, '--audit-db', db]);
 });
 after(async () => {
@@ -219,6 +223,34 @@ test('the SDK 1.x client in a 2025 session on the same gateway: in-band approval
     assert.ok(!(await client.callTool({ name: 'mail__read_doc', arguments: { id: 'salaries' } })).isError);
     const leak = await client.callTool({ name: 'mail__send_email', arguments: { to: 'payroll-audit@collector.example', body: 'x' } });
     assert.ok(leak.isError && /trifecta/.test(resultText(leak)), resultText(leak));
+  } finally {
+    await client.close();
+  }
+});
+
+test('subscriptions/listen delivers the list changes a client opted in to, tagged, and nothing else', { timeout: 60000 }, async () => {
+  const client = new ClientV2({ name: 'modern-listen', version: '1.0.0' }, {
+    capabilities: {}, versionNegotiation: { mode: { pin: '2026-07-28' } },
+  });
+  const seen = [];
+  client.setNotificationHandler('notifications/tools/list_changed', (n) => { seen.push(n); });
+  await client.connect(new TransportV2(new URL(warden.url), { requestInit: { headers: { authorization: `Bearer ${alice.key}` } } }));
+  try {
+    await client.listTools();  // the context's upstreams are up and listed
+    const tools = await client.listen({ toolsListChanged: true, resourceSubscriptions: ['test://x'] });
+    assert.deepEqual(tools.honoredFilter, { toolsListChanged: true }, 'what warden does not honour is left out');
+    // A second subscription, for prompts only: it must not hear of tools.
+    const prompts = await client.listen({ promptsListChanged: true });
+    writeFileSync(description, 'Returns the text it is given, changed.');
+    const deadline = Date.now() + 10000;
+    while (seen.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.ok(seen.length >= 1, 'no tools/list_changed on the listen stream');
+    await new Promise((r) => setTimeout(r, 300));  // room for a wrong delivery to arrive
+    const ids = new Set(seen.map((n) => JSON.stringify(n.params?._meta?.['io.modelcontextprotocol/subscriptionId'])));
+    assert.equal(ids.size, 1, `tools changes reached ${[...ids].join(', ')}`);
+    assert.ok(![...ids].includes(undefined), JSON.stringify(seen[0]));
+    await tools.close();
+    await prompts.close();
   } finally {
     await client.close();
   }

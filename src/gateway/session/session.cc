@@ -91,6 +91,7 @@ void McpSession::DetachStream() {
 }
 
 bool McpSession::SendToStream(const mcp::Message& message) {
+  if (options_.modern) return DeliverToListeners(message);
   MessageSink sink;
   {
     std::lock_guard lock(mu_);
@@ -352,6 +353,7 @@ void McpSession::Close() {
   }
   if (upstreams) upstreams->StopAll();
   DropParked();
+  EndListeners();
   core_.Unregister(this);
 }
 

@@ -166,6 +166,18 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   void RefuseState(const mcp::Request& request, const Exchange& exchange, const std::string& why);
   // Close: the parked calls' timers are cancelled (a pending timer holds the worker pool).
   void DropParked();
+  // subscriptions/listen: a stream of the notifications the client opted in to, open until the
+  // client closes it (or cancels it on stdio) or the context ends (then answered, gracefully).
+  struct Listener;
+  void Listen(const mcp::Request& request, Exchange exchange);
+  // A notification of a task context goes to its listeners that asked for it, tagged with their
+  // subscription id; false when none did.
+  bool DeliverToListeners(const mcp::Message& message);
+  void EndListeners();
+ public:
+  // stdio: notifications/cancelled naming a subscriptions/listen request ends that subscription.
+  void CancelListen(const nlohmann::json& request_id);
+ private:
   void HandleNotification(const mcp::Notification& note);
   void HandleClientReply(const mcp::Message& message);
   mcp::Message Initialize(const mcp::Request& request);
@@ -219,6 +231,7 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   std::map<std::string, std::shared_ptr<Parked>> parked_;  // by handle, under mu_
   std::atomic<uint64_t> modern_seq_{0};
   std::mutex start_mu_;  // a task context's first request starts its upstreams once
+  std::vector<std::shared_ptr<Listener>> listeners_;  // under mu_
 };
 
 }  // namespace warden::gateway

@@ -106,15 +106,111 @@ size_t McpSession::parked_count() const {
 }
 
 json McpSession::ModernCapabilities() const {
-  // Without a session there is no stream for notifications until subscriptions/listen is
-  // served: nothing that promises them (listChanged, subscribe, logging) is offered.
-  json capabilities = {{"tools", json::object()}};
+  // Changes reach a 2026 client on a subscriptions/listen stream. Resource updates are not
+  // offered there yet (subscribe), nor log messages (logging).
+  json capabilities = {{"tools", {{"listChanged", true}}}};
   if (upstreams_ && upstreams_->Any()) {
-    capabilities["resources"] = json::object();
-    capabilities["prompts"] = json::object();
+    capabilities["resources"] = {{"listChanged", true}};
+    capabilities["prompts"] = {{"listChanged", true}};
     capabilities["completions"] = json::object();
   }
   return capabilities;
+}
+
+struct McpSession::Listener {
+  json id;  // the listen request's JSON-RPC id: the subscription id
+  mcp::Id request_id;
+  MessageSink sink;
+  std::function<void(mcp::Message)> reply;
+  bool tools = false, prompts = false, resources = false;
+};
+
+void McpSession::Listen(const mcp::Request& request, Exchange exchange) {
+  const json* params = request.params && request.params->is_object() ? &*request.params : nullptr;
+  const json* filter = params && params->contains("notifications") ? &(*params)["notifications"] : nullptr;
+  auto refuse = [&](const std::string& why) {
+    core_.AuditRefusal(caller_, "", request.method, why);
+    if (exchange.reply) exchange.reply(mcp::MakeError(request.id, mcp::kInvalidParams, why));
+  };
+  if (filter == nullptr || !filter->is_object())
+    return refuse("subscriptions/listen needs params.notifications (an object)");
+  auto listener = std::make_shared<Listener>();
+  listener->id = request.id.ToJson();
+  listener->request_id = request.id;
+  json agreed = json::object();
+  for (auto [field, flag] : {std::pair{"toolsListChanged", &Listener::tools},
+                             std::pair{"promptsListChanged", &Listener::prompts},
+                             std::pair{"resourcesListChanged", &Listener::resources}}) {
+    if (!filter->contains(field)) continue;
+    if (!(*filter)[field].is_boolean())
+      return refuse(std::string("params.notifications.") + field + " must be a boolean");
+    (*listener).*flag = (*filter)[field].get<bool>();
+    if ((*listener).*flag) agreed[field] = true;
+  }
+  if (filter->contains("resourceSubscriptions") && !(*filter)["resourceSubscriptions"].is_array())
+    return refuse("params.notifications.resourceSubscriptions must be an array of URIs");
+  // resourceSubscriptions is not honoured yet: left out of the acknowledgement, as the revision
+  // says a server does with what it does not support.
+  if (!exchange.related || !exchange.reply)
+    return refuse("subscriptions/listen needs a stream to deliver on");
+  listener->sink = std::move(exchange.related);
+  listener->reply = std::move(exchange.reply);
+  // The client closing the stream (HTTP) ends the subscription.
+  auto token = std::make_shared<CancelToken>();
+  std::weak_ptr<McpSession> weak = weak_from_this();
+  token->OnCancel([weak, id = listener->id] {
+    if (auto self = weak.lock()) self->CancelListen(id);
+  });
+  if (exchange.on_start) exchange.on_start(token);
+  {
+    std::lock_guard lock(mu_);
+    listeners_.push_back(listener);
+  }
+  // The acknowledgement first, before any notification of this subscription.
+  listener->sink(mcp::Notification{
+      "notifications/subscriptions/acknowledged",
+      json{{"notifications", agreed},
+           {"_meta", {{"io.modelcontextprotocol/subscriptionId", listener->id}}}}});
+}
+
+bool McpSession::DeliverToListeners(const mcp::Message& message) {
+  const auto* note = std::get_if<mcp::Notification>(&message);
+  if (note == nullptr) return false;
+  std::vector<std::shared_ptr<Listener>> to;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& l : listeners_) {
+      if ((note->method == "notifications/tools/list_changed" && l->tools) ||
+          (note->method == "notifications/prompts/list_changed" && l->prompts) ||
+          (note->method == "notifications/resources/list_changed" && l->resources))
+        to.push_back(l);
+    }
+  }
+  for (auto& l : to) {
+    json params = note->params && note->params->is_object() ? *note->params : json::object();
+    if (!params.contains("_meta") || !params["_meta"].is_object()) params["_meta"] = json::object();
+    params["_meta"]["io.modelcontextprotocol/subscriptionId"] = l->id;
+    l->sink(mcp::Notification{note->method, std::move(params)});
+  }
+  return !to.empty();
+}
+
+void McpSession::CancelListen(const json& request_id) {
+  std::lock_guard lock(mu_);
+  std::erase_if(listeners_, [&](const std::shared_ptr<Listener>& l) { return l->id == request_id; });
+}
+
+void McpSession::EndListeners() {
+  std::vector<std::shared_ptr<Listener>> ending;
+  {
+    std::lock_guard lock(mu_);
+    ending.swap(listeners_);
+  }
+  // Ended by warden (the context closes): the listen request is answered, gracefully.
+  for (auto& l : ending)
+    l->reply(mcp::Response{l->request_id,
+                           json{{"resultType", "complete"},
+                                {"_meta", {{"io.modelcontextprotocol/subscriptionId", l->id}}}}});
 }
 
 void McpSession::DropParked() {
@@ -134,7 +230,7 @@ void McpSession::DropParked() {
 
 bool McpSession::busy() const {
   std::lock_guard lock(mu_);
-  return !in_flight_.empty() || !parked_.empty();
+  return !in_flight_.empty() || !parked_.empty() || !listeners_.empty();
 }
 
 void McpSession::HandleModern(const mcp::Request& request, Exchange exchange) {
@@ -186,6 +282,7 @@ void McpSession::HandleModern(const mcp::Request& request, Exchange exchange) {
     }
   }
   if (request.method == "server/discover") return reply_now(Discover(request));
+  if (request.method == "subscriptions/listen") return Listen(request, std::move(exchange));
   const json* params = request.params && request.params->is_object() ? &*request.params : nullptr;
   if (params && params->contains("requestState"))
     return ResumeModernCall(request, std::move(exchange), meta.client_capabilities);

@@ -105,6 +105,13 @@ std::vector<std::shared_ptr<McpSession>> TaskContexts::TakeAll() {
   return out;
 }
 
+std::vector<std::shared_ptr<McpSession>> TaskContexts::All() const {
+  std::vector<std::shared_ptr<McpSession>> out;
+  std::lock_guard lock(mu_);
+  for (const auto& [key, context] : contexts_) out.push_back(context);
+  return out;
+}
+
 size_t TaskContexts::size() const {
   std::lock_guard lock(mu_);
   return contexts_.size();

@@ -42,6 +42,8 @@ class TaskContexts {
   // caller closes them (McpSession::Close blocks).
   std::vector<std::shared_ptr<McpSession>> TakeIdle(std::chrono::steady_clock::duration idle);
   std::vector<std::shared_ptr<McpSession>> TakeAll();
+  // The live contexts (stdio: a notifications/cancelled reaches them all).
+  std::vector<std::shared_ptr<McpSession>> All() const;
   size_t size() const;
 
  private:

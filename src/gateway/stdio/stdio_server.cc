@@ -150,8 +150,16 @@ void StdioServer::HandleModernLine(mcp::ParseResult parsed) {
     write_message(*error);
     return;
   }
+  const mcp::Message& message = std::get<mcp::Message>(entry);
+  if (const auto* note = std::get_if<mcp::Notification>(&message)) {
+    // The one notification a 2026 stdio client sends warden: it ends a subscription.
+    if (note->method == "notifications/cancelled" && note->params && note->params->is_object() &&
+        note->params->contains("requestId"))
+      for (auto& context : tasks_->All()) context->CancelListen((*note->params)["requestId"]);
+    return;
+  }
   auto* request = std::get_if<mcp::Request>(&std::get<mcp::Message>(entry));
-  if (request == nullptr) return;  // notifications and responses: nothing warden needs
+  if (request == nullptr) return;  // responses: nothing warden needs
   auto context = tasks_->For(session_->caller(), *request);
   if (!context) {
     write_message(mcp::MakeError(request->id, mcp::kInvalidParams, context.status().message()));
