@@ -56,17 +56,24 @@ Result<std::shared_ptr<McpSession>> TaskContexts::For(const identity::Caller& ca
     std::lock_guard lock(mu_);
     if (auto it = contexts_.find(key); it != contexts_.end() && !it->second->closed())
       return it->second;
-    // Room for one more of this principal: the least recently used of its contexts goes.
+    // Room for one more of this principal: the least recently used of its idle contexts goes;
+    // when every one is busy (calls in flight, parked or listening), the new task is refused
+    // rather than another one's calls cancelled.
     size_t mine = 0;
     auto oldest = contexts_.end();
     for (auto it = contexts_.lower_bound(principal);
          it != contexts_.end() && it->first.compare(0, principal.size(), principal) == 0; ++it) {
       ++mine;
+      if (it->second->busy()) continue;
       if (oldest == contexts_.end() ||
           it->second->last_activity() < oldest->second->last_activity())
         oldest = it;
     }
-    if (mine >= max_per_principal_ && oldest != contexts_.end()) {
+    if (mine >= max_per_principal_) {
+      if (oldest == contexts_.end())
+        return Status::Error("this caller has " + std::to_string(mine) +
+                             " tasks with calls in flight, the most one caller may have; let one "
+                             "finish first");
       evicted = oldest->second;
       contexts_.erase(oldest);
     }

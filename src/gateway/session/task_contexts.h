@@ -25,8 +25,9 @@ class TaskContexts {
  public:
   // Builds a context (an McpSession with options.modern set); nullptr: refused (stopping).
   using Make = std::function<std::shared_ptr<McpSession>(const identity::Caller&, SessionOptions)>;
-  // At most `max_per_principal` live contexts per principal: the oldest idle one is closed to
-  // make room (through `close`, which may block: the caller's closer thread).
+  // At most `max_per_principal` live contexts per principal: the least recently used idle one is
+  // closed to make room (through `close`, which may block: the caller's closer thread); when all
+  // are busy, For refuses.
   TaskContexts(std::string transport, Make make,
                std::function<void(std::shared_ptr<McpSession>)> close,
                size_t max_per_principal = 64);
