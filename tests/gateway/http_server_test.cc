@@ -89,6 +89,16 @@ class FakeUpstream : public upstream::Client {
       done(mcp::Response{
           id,
           {{"content", json::array({{{"type", "text"}, {"text", text}}})}, {"isError", false}}});
+    } else if (method == "resources/list") {
+      done(mcp::Response{id, {{"resources", json::array({{{"uri", "notes://a"}, {"name", "a"}},
+                                                         {{"uri", "notes://b"}, {"name", "b"}}})}}});
+    } else if (method == "resources/subscribe" || method == "resources/unsubscribe") {
+      {
+        std::lock_guard lock(mu_);
+        (method == "resources/subscribe" ? subscribed_ : unsubscribed_)
+            .push_back(params.value("uri", ""));
+      }
+      done(mcp::Response{id, json::object()});
     } else {
       done(mcp::MakeError(id, mcp::kMethodNotFound, "Method not found: " + method));
     }
@@ -98,18 +108,33 @@ class FakeUpstream : public upstream::Client {
   void Notify(const std::string&, json) override {}
   void Stop() override { state_ = upstream::State::kStopped; }
   upstream::State state() const override { return state_; }
-  upstream::ServerInfo info() const override { return {}; }
+  upstream::ServerInfo info() const override {
+    upstream::ServerInfo info;
+    info.capabilities = {{"tools", json::object()}, {"resources", {{"subscribe", true}}}};
+    return info;
+  }
   const upstream::Spec& spec() const override { return spec_; }
   int pid() const override { return 0; }
 
   // Makes the "server" send a notification, as a real one would on its own.
   void Emit(const mcp::Notification& note) { events_.on_notification(note); }
+  // The URIs warden subscribed and unsubscribed here, in order.
+  std::vector<std::string> subscribed() {
+    std::lock_guard lock(mu_);
+    return subscribed_;
+  }
+  std::vector<std::string> unsubscribed() {
+    std::lock_guard lock(mu_);
+    return unsubscribed_;
+  }
 
  private:
   upstream::Spec spec_;
   upstream::Events events_;
   std::atomic<upstream::State> state_{upstream::State::kStarting};
   std::atomic<uint64_t> next_{1};
+  std::mutex mu_;
+  std::vector<std::string> subscribed_, unsubscribed_;
 };
 
 class TestHost : public SessionHost {
@@ -815,6 +840,76 @@ TEST_F(HttpServerTest, BatchAcceptedOn2025_03_26) {
 }
 
 // ---- Streams ----
+
+// MCP 2026-07-28: a listen stream acknowledges first, naming what it honours, then carries the
+// updates of the resources it subscribed, tagged with its id, and nothing else; closing it
+// unsubscribes upstream.
+TEST_F(HttpServerTest, AListenStreamCarriesTheUpdatesOfItsResourcesOnly) {
+  // Subscribing is decided like any request to an upstream: this policy allows the notes server's.
+  std::string policy = kUpstreamPolicy;
+  policy.insert(policy.find("defaults:"),
+                "  - match: { server: \"notes\" }\n    risk: low\n    effect: allow\n");
+  StartServer({}, policy);
+  const json meta = {{"io.modelcontextprotocol/protocolVersion", "2026-07-28"},
+                     {"io.modelcontextprotocol/clientCapabilities", json::object()}};
+  auto post = [&](int id, const std::string& method, json params) {
+    params["_meta"] = meta;
+    Req req = Post(Rpc(id, method, params).dump());
+    req.headers.emplace_back("MCP-Protocol-Version", "2026-07-28");
+    req.headers.emplace_back("Mcp-Method", method);
+    return req;
+  };
+  ASSERT_EQ(Send(post(1, "tools/list", json::object())).status, 200);  // the upstream is up
+  // As a client does: the resources are listed before they are subscribed (warden routes a URI
+  // to the upstream whose listing named it).
+  ASSERT_EQ(Send(post(2, "resources/list", json::object())).status, 200);
+  FakeUpstream* fake = LatestFake();
+  ASSERT_NE(fake, nullptr);
+  auto stream = std::make_unique<Connection>(port());
+  stream->Write(post(77, "subscriptions/listen",
+                     {{"notifications",
+                       {{"toolsListChanged", true},
+                        {"resourceSubscriptions", {"notes://a", "notes://b"}}}}})
+                    .Build());
+  std::string got = stream->ReadUntil("acknowledged");
+  EXPECT_NE(got.find("200 OK"), std::string::npos) << got;
+  EXPECT_NE(got.find("text/event-stream"), std::string::npos) << got;
+  while (got.find("\n\n", got.find("acknowledged")) == std::string::npos) {
+    std::string more = stream->ReadUntil("\n", 2s);
+    if (more.empty()) break;
+    got += more;
+  }
+  std::vector<json> acks = SseMessages(got);
+  ASSERT_EQ(acks.size(), 1u) << got;
+  EXPECT_EQ(acks[0]["method"], "notifications/subscriptions/acknowledged");
+  EXPECT_EQ(acks[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 77);
+  EXPECT_EQ(acks[0]["params"]["notifications"]["toolsListChanged"], true);
+  EXPECT_EQ(acks[0]["params"]["notifications"]["resourceSubscriptions"],
+            json::array({"notes://a", "notes://b"}));
+  std::vector<std::string> subscribed = fake->subscribed();
+  std::sort(subscribed.begin(), subscribed.end());
+  EXPECT_EQ(subscribed, (std::vector<std::string>{"notes://a", "notes://b"}));
+
+  fake->Emit(mcp::Notification{"notifications/resources/updated", json{{"uri", "notes://other"}}});
+  fake->Emit(mcp::Notification{"notifications/resources/updated", json{{"uri", "notes://b"}}});
+  std::string events = stream->ReadUntil("notes://b");
+  std::vector<json> updates = SseMessages(events);
+  ASSERT_EQ(updates.size(), 1u) << events;
+  EXPECT_EQ(updates[0]["method"], "notifications/resources/updated");
+  EXPECT_EQ(updates[0]["params"]["uri"], "notes://b");
+  EXPECT_EQ(updates[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 77);
+
+  // A listen with a filter that is not an object: -32602, no stream.
+  HttpReply bad = Send(post(78, "subscriptions/listen", {{"notifications", "all"}}));
+  EXPECT_EQ(bad.Json()["error"]["code"], -32602) << bad.body;
+
+  // Closing the stream ends the subscription: both resources are unsubscribed upstream.
+  stream.reset();
+  for (int i = 0; i < 200 && fake->unsubscribed().size() < 2; ++i) std::this_thread::sleep_for(10ms);
+  std::vector<std::string> gone = fake->unsubscribed();
+  std::sort(gone.begin(), gone.end());
+  EXPECT_EQ(gone, (std::vector<std::string>{"notes://a", "notes://b"}));
+}
 
 TEST_F(HttpServerTest, GetStreamReceivesNotificationsTheSessionSends) {
   StartServer({}, kUpstreamPolicy);

@@ -2,7 +2,9 @@
 // and the calls parked between an input_required answer and the client's retry.
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "gateway/credentials/broker.h"
 #include "gateway/gateway.h"
@@ -106,11 +108,11 @@ size_t McpSession::parked_count() const {
 }
 
 json McpSession::ModernCapabilities() const {
-  // Changes reach a 2026 client on a subscriptions/listen stream. Resource updates are not
-  // offered there yet (subscribe), nor log messages (logging).
+  // Changes reach a 2026 client on a subscriptions/listen stream; log messages do not yet
+  // (logging).
   json capabilities = {{"tools", {{"listChanged", true}}}};
   if (upstreams_ && upstreams_->Any()) {
-    capabilities["resources"] = {{"listChanged", true}};
+    capabilities["resources"] = {{"subscribe", true}, {"listChanged", true}};
     capabilities["prompts"] = {{"listChanged", true}};
     capabilities["completions"] = json::object();
   }
@@ -123,6 +125,7 @@ struct McpSession::Listener {
   MessageSink sink;
   std::function<void(mcp::Message)> reply;
   bool tools = false, prompts = false, resources = false;
+  std::set<std::string> uris;  // resources/updated for these (subscribed upstream)
 };
 
 void McpSession::Listen(const mcp::Request& request, Exchange exchange) {
@@ -147,10 +150,17 @@ void McpSession::Listen(const mcp::Request& request, Exchange exchange) {
     (*listener).*flag = (*filter)[field].get<bool>();
     if ((*listener).*flag) agreed[field] = true;
   }
-  if (filter->contains("resourceSubscriptions") && !(*filter)["resourceSubscriptions"].is_array())
-    return refuse("params.notifications.resourceSubscriptions must be an array of URIs");
-  // resourceSubscriptions is not honoured yet: left out of the acknowledgement, as the revision
-  // says a server does with what it does not support.
+  std::vector<std::string> wanted;
+  if (filter->contains("resourceSubscriptions")) {
+    const json& uris = (*filter)["resourceSubscriptions"];
+    if (!uris.is_array() || uris.size() > 256)
+      return refuse("params.notifications.resourceSubscriptions must be an array of at most 256 URIs");
+    for (const json& uri : uris) {
+      if (!uri.is_string() || uri.get_ref<const std::string&>().empty())
+        return refuse("params.notifications.resourceSubscriptions must hold URI strings");
+      wanted.push_back(uri.get<std::string>());
+    }
+  }
   if (!exchange.related || !exchange.reply)
     return refuse("subscriptions/listen needs a stream to deliver on");
   listener->sink = std::move(exchange.related);
@@ -162,15 +172,55 @@ void McpSession::Listen(const mcp::Request& request, Exchange exchange) {
     if (auto self = weak.lock()) self->CancelListen(id);
   });
   if (exchange.on_start) exchange.on_start(token);
-  {
-    std::lock_guard lock(mu_);
-    listeners_.push_back(listener);
+  // Each resource is subscribed upstream as a 2025 session subscribes it (through the pipeline:
+  // the policy decides `UPSTREAM__resources/subscribe`); the acknowledgement, sent once every
+  // answer is in, names those that were, and nothing is delivered before it.
+  struct Pending {
+    std::mutex mu;
+    size_t left;
+    json agreed;
+    std::vector<std::string> wanted, uris;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->left = wanted.size();
+  pending->wanted = wanted;
+  pending->agreed = std::move(agreed);
+  auto acknowledge = [weak, listener, pending] {
+    auto self = weak.lock();
+    if (!self) return;
+    {
+      std::lock_guard lock(self->mu_);
+      listener->uris.insert(pending->uris.begin(), pending->uris.end());
+      self->listeners_.push_back(listener);
+    }
+    json agreed = pending->agreed;
+    // In the order asked for (the answers came in any order).
+    json uris = json::array();
+    for (const std::string& uri : pending->wanted)
+      if (std::find(pending->uris.begin(), pending->uris.end(), uri) != pending->uris.end())
+        uris.push_back(uri);
+    if (!uris.empty()) agreed["resourceSubscriptions"] = std::move(uris);
+    listener->sink(mcp::Notification{
+        "notifications/subscriptions/acknowledged",
+        json{{"notifications", std::move(agreed)},
+             {"_meta", {{"io.modelcontextprotocol/subscriptionId", listener->id}}}}});
+  };
+  if (wanted.empty()) return acknowledge();
+  for (const std::string& uri : wanted) {
+    Exchange sub;
+    sub.reply = [pending, uri, acknowledge](mcp::Message m) {
+      bool last;
+      {
+        std::lock_guard lock(pending->mu);
+        if (std::holds_alternative<mcp::Response>(m)) pending->uris.push_back(uri);
+        last = --pending->left == 0;
+      }
+      if (last) acknowledge();
+    };
+    HandleRequest(mcp::Request{mcp::Id("listen-" + listener->request_id.ToString() + "-" + uri),
+                               "resources/subscribe", json{{"uri", uri}}},
+                  std::move(sub));
   }
-  // The acknowledgement first, before any notification of this subscription.
-  listener->sink(mcp::Notification{
-      "notifications/subscriptions/acknowledged",
-      json{{"notifications", agreed},
-           {"_meta", {{"io.modelcontextprotocol/subscriptionId", listener->id}}}}});
 }
 
 bool McpSession::DeliverToListeners(const mcp::Message& message) {
@@ -182,7 +232,11 @@ bool McpSession::DeliverToListeners(const mcp::Message& message) {
     for (auto& l : listeners_) {
       if ((note->method == "notifications/tools/list_changed" && l->tools) ||
           (note->method == "notifications/prompts/list_changed" && l->prompts) ||
-          (note->method == "notifications/resources/list_changed" && l->resources))
+          (note->method == "notifications/resources/list_changed" && l->resources) ||
+          (note->method == "notifications/resources/updated" && note->params &&
+           note->params->is_object() && note->params->contains("uri") &&
+           (*note->params)["uri"].is_string() &&
+           l->uris.count((*note->params)["uri"].get<std::string>())))
         to.push_back(l);
     }
   }
@@ -196,8 +250,23 @@ bool McpSession::DeliverToListeners(const mcp::Message& message) {
 }
 
 void McpSession::CancelListen(const json& request_id) {
-  std::lock_guard lock(mu_);
-  std::erase_if(listeners_, [&](const std::shared_ptr<Listener>& l) { return l->id == request_id; });
+  std::set<std::string> dropped;
+  {
+    std::lock_guard lock(mu_);
+    std::erase_if(listeners_, [&](const std::shared_ptr<Listener>& l) {
+      if (l->id != request_id) return false;
+      dropped.insert(l->uris.begin(), l->uris.end());
+      return true;
+    });
+    // Still wanted by another subscription of this task: kept.
+    for (const auto& l : listeners_)
+      for (const std::string& uri : l->uris) dropped.erase(uri);
+  }
+  if (closed_.load()) return;
+  for (const std::string& uri : dropped)
+    HandleRequest(mcp::Request{mcp::Id("unlisten-" + uri), "resources/unsubscribe",
+                               json{{"uri", uri}}},
+                  Exchange{});
 }
 
 void McpSession::EndListeners() {
