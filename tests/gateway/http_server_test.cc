@@ -86,6 +86,13 @@ class FakeUpstream : public upstream::Client {
                                            {"total", 2}}});
       }
       std::string text = params.value("arguments", json::object()).value("text", "");
+      if (text == "log") {
+        // Log messages while serving the call, as a real server's would.
+        events_.on_notification(mcp::Notification{
+            "notifications/message", json{{"level", "info"}, {"data", "low detail"}}});
+        events_.on_notification(mcp::Notification{
+            "notifications/message", json{{"level", "error"}, {"data", "high alarm"}}});
+      }
       done(mcp::Response{
           id,
           {{"content", json::array({{{"type", "text"}, {"text", text}}})}, {"isError", false}}});
@@ -768,6 +775,33 @@ TEST_F(HttpServerTest, A2026RequestIsServedWithoutASessionBesideA2025Session) {
   anonymous.headers.emplace_back("Mcp-Method", "tools/list");
   EXPECT_EQ(Send(anonymous).status, 401);
   EXPECT_EQ(server_->session_count(), 1u) << "2026 requests open no session";
+}
+
+// MCP 2026-07-28: log messages reach a request's stream only at the level its _meta asks for,
+// and none when it asks for none.
+TEST_F(HttpServerTest, A2026RequestHearsLogMessagesOnlyAtTheLevelItAskedFor) {
+  StartServer({}, kUpstreamPolicy);
+  auto call = [&](int id, json meta) {
+    meta["io.modelcontextprotocol/protocolVersion"] = "2026-07-28";
+    meta["io.modelcontextprotocol/clientCapabilities"] = json::object();
+    Req req = Post(Rpc(id, "tools/call",
+                       {{"name", "notes__echo"}, {"arguments", {{"text", "log"}}}, {"_meta", meta}})
+                       .dump());
+    req.headers.emplace_back("MCP-Protocol-Version", "2026-07-28");
+    req.headers.emplace_back("Mcp-Method", "tools/call");
+    req.headers.emplace_back("Mcp-Name", "notes__echo");
+    return Send(req);
+  };
+  HttpReply quiet = call(1, json::object());
+  ASSERT_EQ(quiet.status, 200) << quiet.body;
+  EXPECT_EQ(quiet.body.find("notifications/message"), std::string::npos) << quiet.body;
+  HttpReply loud = call(2, {{"io.modelcontextprotocol/logLevel", "warning"}});
+  ASSERT_EQ(loud.status, 200) << loud.body;
+  std::vector<json> messages = SseMessages(loud.body);
+  ASSERT_EQ(messages.size(), 2u) << loud.body;
+  EXPECT_EQ(messages[0]["method"], "notifications/message");
+  EXPECT_EQ(messages[0]["params"]["data"], "high alarm");
+  EXPECT_EQ(messages[1]["result"]["content"][0]["text"], "log");
 }
 
 // Issue 10 item 13: "MCP-Protocol-Version:" with nothing after it is not a version.

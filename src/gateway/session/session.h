@@ -157,9 +157,12 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   // 2026-07-28 (session_modern.cc).
   struct Parked;
   mcp::Message Discover(const mcp::Request& request);
-  // `caps`: what the request declared its client can answer (its _meta).
-  void StartModernCall(const mcp::Request& request, Exchange exchange, const nlohmann::json& caps);
-  void ResumeModernCall(const mcp::Request& request, Exchange exchange, const nlohmann::json& caps);
+  // `caps`: what the request declared its client can answer; `log_level`: the lowest level of log
+  // messages it wants on its stream ("" none). Both from its _meta.
+  void StartModernCall(const mcp::Request& request, Exchange exchange, const nlohmann::json& caps,
+                       const std::string& log_level);
+  void ResumeModernCall(const mcp::Request& request, Exchange exchange,
+                        const nlohmann::json& caps, const std::string& log_level);
   // Ends the current round of `parked` with input_required (posted: asks that come together go
   // out together).
   void EndRound(const std::shared_ptr<Parked>& parked);

@@ -50,6 +50,15 @@ std::string RandomHex16() {
   return out;
 }
 
+// The RFC 5424 severities MCP uses, least severe first; -1 for anything else.
+int LogLevelRank(const std::string& level) {
+  static constexpr std::string_view kLevels[] = {"debug", "info",     "notice", "warning",
+                                                 "error", "critical", "alert",  "emergency"};
+  for (int i = 0; i < 8; ++i)
+    if (level == kLevels[i]) return i;
+  return -1;
+}
+
 std::string PrincipalOf(const identity::Caller& c) { return c.tenant + "/" + c.user + "/" + c.agent; }
 
 // The results the revision makes cacheable (ttlMs and cacheScope required).
@@ -97,6 +106,7 @@ struct McpSession::Parked {
   bool done = false;
   std::shared_ptr<boost::asio::steady_timer> expiry, round_timer;
   json caps = json::object();  // what the request answering now declared it can answer
+  int log_level = -1;          // the lowest log level it asked for (_meta logLevel); -1: none
   std::shared_ptr<CancelToken> cancel;  // the call's, once in flight
   // True from the round's input_required until the retry has answered every question.
   std::shared_ptr<std::atomic<bool>> waiting = std::make_shared<std::atomic<bool>>(false);
@@ -354,15 +364,16 @@ void McpSession::HandleModern(const mcp::Request& request, Exchange exchange) {
   if (request.method == "subscriptions/listen") return Listen(request, std::move(exchange));
   const json* params = request.params && request.params->is_object() ? &*request.params : nullptr;
   if (params && params->contains("requestState"))
-    return ResumeModernCall(request, std::move(exchange), meta.client_capabilities);
+    return ResumeModernCall(request, std::move(exchange), meta.client_capabilities,
+                            meta.log_level);
   if (params && params->contains("inputResponses")) {
     // Answers without the state that asked for them resume nothing: the request is a new call
     // (which asks again what it needs), and the answers are not passed on.
     mcp::Request fresh = request;
     fresh.params->erase("inputResponses");
-    return StartModernCall(fresh, std::move(exchange), meta.client_capabilities);
+    return StartModernCall(fresh, std::move(exchange), meta.client_capabilities, meta.log_level);
   }
-  StartModernCall(request, std::move(exchange), meta.client_capabilities);
+  StartModernCall(request, std::move(exchange), meta.client_capabilities, meta.log_level);
 }
 
 mcp::Message McpSession::Discover(const mcp::Request& request) {
@@ -384,9 +395,10 @@ mcp::Message McpSession::Discover(const mcp::Request& request) {
 }
 
 void McpSession::StartModernCall(const mcp::Request& request, Exchange exchange,
-                                 const json& caps) {
+                                 const json& caps, const std::string& log_level) {
   auto parked = std::make_shared<Parked>();
   parked->caps = caps;
+  parked->log_level = LogLevelRank(log_level);
   parked->handle = "pk_local_" + RandomHex16();
   parked->method = request.method;
   parked->original = request;
@@ -469,6 +481,15 @@ void McpSession::StartModernCall(const mcp::Request& request, Exchange exchange,
     {
       std::lock_guard lock(parked->mu);
       related = parked->current.related;
+      // A log message only at or above the level the request asked for, and none unasked.
+      if (const auto* note = std::get_if<mcp::Notification>(&m);
+          note && note->method == "notifications/message") {
+        const json* p = note->params && note->params->is_object() ? &*note->params : nullptr;
+        const int level = p && p->contains("level") && (*p)["level"].is_string()
+                              ? LogLevelRank((*p)["level"].get<std::string>())
+                              : -1;
+        if (parked->log_level < 0 || level < parked->log_level) return;
+      }
     }
     if (related) related(m);
   };
@@ -591,7 +612,7 @@ void McpSession::RefuseState(const mcp::Request& request, const Exchange& exchan
 }
 
 void McpSession::ResumeModernCall(const mcp::Request& request, Exchange exchange,
-                                  const json& caps) {
+                                  const json& caps, const std::string& log_level) {
   const json& params = *request.params;
   auto state_text = params.find("requestState");
   if (state_text == params.end() || !state_text->is_string())
@@ -644,6 +665,7 @@ void McpSession::ResumeModernCall(const mcp::Request& request, Exchange exchange
         parked->current.related = std::move(exchange.related);
         parked->current_id = request.id;
         parked->caps = caps;
+        parked->log_level = LogLevelRank(log_level);
         cancel = parked->cancel;
         std::vector<std::pair<std::string, json>> still;
         for (auto& [key, question] : parked->asked) {

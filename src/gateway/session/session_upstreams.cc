@@ -761,6 +761,13 @@ void SessionUpstreams::OnInstanceNotification(UpstreamInstance& instance,
   if (m == "notifications/message") {
     json params = note.params.value_or(json::object());
     if (params.is_object() && !params.contains("logger")) params["logger"] = entry->name;
+    if (session_.modern()) {
+      // 2026-07-28 has no session stream: a log message goes with the request it serves, which
+      // passes it on only at the level its _meta asked for (session_modern.cc).
+      if (MessageSink sink = session_.RelatedSinkFor(entry->name))
+        sink(mcp::Notification{m, std::move(params)});
+      return;
+    }
     session_.SendToStream(mcp::Notification{m, std::move(params)});
     return;
   }
