@@ -195,7 +195,7 @@ void McpSession::Listen(const mcp::Request& request, Exchange exchange) {
   pending->left = wanted.size();
   pending->wanted = wanted;
   pending->agreed = std::move(agreed);
-  auto acknowledge = [weak, listener, pending] {
+  auto acknowledge = [weak, listener, pending, token] {
     auto self = weak.lock();
     if (!self) return;
     {
@@ -203,6 +203,9 @@ void McpSession::Listen(const mcp::Request& request, Exchange exchange) {
       listener->uris.insert(pending->uris.begin(), pending->uris.end());
       self->listeners_.push_back(listener);
     }
+    // The client went away while the resources were being subscribed: ended at once (which
+    // also unsubscribes them), never left behind holding the task busy.
+    if (token->cancelled()) return self->CancelListen(listener->id);
     json agreed = pending->agreed;
     // In the order asked for (the answers came in any order).
     json uris = json::array();
