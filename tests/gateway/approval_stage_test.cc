@@ -228,23 +228,26 @@ TEST(ApprovalStageNoGate, TheExecuteStageRefusesAnAskNoApprovalReleased) {
 
 TEST(ApprovalBindingTest, EveryBoundFieldChangesTheBinding) {
   const json args = {{"to", "a@example.com"}};
-  const std::string base = ApprovalBinding("t", "u", "a", "s", "tool", args, "def");
+  const std::string base = ApprovalBinding("t", "u", "a", "s", "", "tool", args, "def");
   EXPECT_EQ(base.size(), 64u);
-  EXPECT_EQ(base, ApprovalBinding("t", "u", "a", "s", "tool",
+  EXPECT_EQ(base, ApprovalBinding("t", "u", "a", "s", "", "tool",
                                   json::parse(R"({"to":"a@example.com"})"), "def"));
-  EXPECT_NE(base, ApprovalBinding("t2", "u", "a", "s", "tool", args, "def"));
-  EXPECT_NE(base, ApprovalBinding("t", "u2", "a", "s", "tool", args, "def"));
-  EXPECT_NE(base, ApprovalBinding("t", "u", "a2", "s", "tool", args, "def"));
-  EXPECT_NE(base, ApprovalBinding("t", "u", "a", "s2", "tool", args, "def"));
-  EXPECT_NE(base, ApprovalBinding("t", "u", "a", "s", "tool2", args, "def"));
-  EXPECT_NE(base, ApprovalBinding("t", "u", "a", "s", "tool", {{"to", "b@example.com"}}, "def"));
-  EXPECT_NE(base, ApprovalBinding("t", "u", "a", "s", "tool", args, "def2"));
+  EXPECT_NE(base, ApprovalBinding("t2", "u", "a", "s", "", "tool", args, "def"));
+  EXPECT_NE(base, ApprovalBinding("t", "u2", "a", "s", "", "tool", args, "def"));
+  EXPECT_NE(base, ApprovalBinding("t", "u", "a2", "s", "", "tool", args, "def"));
+  EXPECT_NE(base, ApprovalBinding("t", "u", "a", "s2", "", "tool", args, "def"));
+  EXPECT_NE(base, ApprovalBinding("t", "u", "a", "s", "", "tool2", args, "def"));
+  EXPECT_NE(base, ApprovalBinding("t", "u", "a", "s", "", "tool", {{"to", "b@example.com"}}, "def"));
+  EXPECT_NE(base, ApprovalBinding("t", "u", "a", "s", "", "tool", args, "def2"));
   // Field boundaries cannot be shifted: "ab"+"c" is not "a"+"bc".
-  EXPECT_NE(ApprovalBinding("ab", "c", "", "", "", args, ""),
-            ApprovalBinding("a", "bc", "", "", "", args, ""));
-  // The retry key ignores the session, and only the session.
-  EXPECT_EQ(ApprovalBinding("t", "u", "a", "s", "tool", args, "def", true),
-            ApprovalBinding("t", "u", "a", "s2", "tool", args, "def", true));
+  EXPECT_NE(ApprovalBinding("ab", "c", "", "", "", "", args, ""),
+            ApprovalBinding("a", "bc", "", "", "", "", args, ""));
+  EXPECT_NE(base, ApprovalBinding("t", "u", "a", "s", "task-2", "tool", args, "def"));
+  // The retry key ignores the session, and only the session: not the task.
+  EXPECT_EQ(ApprovalBinding("t", "u", "a", "s", "", "tool", args, "def", true),
+            ApprovalBinding("t", "u", "a", "s2", "", "tool", args, "def", true));
+  EXPECT_NE(ApprovalBinding("t", "u", "a", "", "task-1", "tool", args, "def", true),
+            ApprovalBinding("t", "u", "a", "", "task-2", "tool", args, "def", true));
 }
 
 TEST(ApprovalDurationTest, SaysTimeoutsAsPeopleWrite) {

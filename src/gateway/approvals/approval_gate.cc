@@ -1,7 +1,6 @@
 #include "gateway/approvals/approval_gate.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <sstream>
 
 #include "audit/entry.h"
+#include "common/random_hex.h"
 #include "audit/sha256.h"
 #include "audit/time_format.h"
 #include "policy/glob.h"
@@ -21,12 +21,14 @@ using state::ApprovalStatus;
 
 std::string ApprovalBinding(const std::string& tenant, const std::string& user,
                             const std::string& agent, const std::string& session,
-                            const std::string& tool, const nlohmann::json& arguments,
-                            const std::string& definition_hash, bool retry) {
+                            const std::string& task, const std::string& tool,
+                            const nlohmann::json& arguments, const std::string& definition_hash,
+                            bool retry) {
   nlohmann::json bound = {{"tenant", tenant},       {"user", user},
                           {"agent", agent},         {"tool", tool},
                           {"arguments", arguments}, {"definition", definition_hash}};
   if (!retry) bound["session"] = session;
+  if (!task.empty()) bound["task"] = task;
   return audit::Sha256Hex(audit::CanonicalJson(bound));
 }
 
@@ -48,21 +50,7 @@ state::Decider DeciderOf(const identity::Caller& caller, bool local_operator) {
 }
 
 // "apr_" and 128 random bits in hex: unguessable, so that knowing one id tells nothing of others.
-std::string NewApprovalId() {
-  unsigned char bytes[16];
-  size_t got = 0;
-  while (got < sizeof bytes) {
-    ssize_t n = getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  static const char* kHex = "0123456789abcdef";
-  std::string id = "apr_";
-  for (unsigned char b : bytes) {
-    id.push_back(kHex[b >> 4]);
-    id.push_back(kHex[b & 15]);
-  }
-  return id;
-}
+std::string NewApprovalId() { return "apr_" + RandomHex(16); }
 
 namespace {
 

@@ -47,10 +47,13 @@ struct ApprovalOutcome {
 };
 
 // The binding an approval is tied to: lower-case hex SHA-256 of the canonical JSON of
-// {tenant, user, agent, session, tool, arguments, definition}; `retry` leaves out the session.
+// {tenant, user, agent, session, task, tool, arguments, definition} (the task only when there is
+// one, so that bindings of calls without a task stay what they were); `retry` leaves out the
+// session, never the task: a call made again in another task is another task's call.
 std::string ApprovalBinding(const std::string& tenant, const std::string& user,
                             const std::string& agent, const std::string& session,
-                            const std::string& tool, const nlohmann::json& arguments,
+                            const std::string& task, const std::string& tool,
+                            const nlohmann::json& arguments,
                             const std::string& definition_hash, bool retry = false);
 
 // A fresh approval id: "apr_" and 32 lower-case hex digits (128 random bits).

@@ -58,7 +58,7 @@ StageOutcome Release(ApprovalGate& gate, CallContext& call, const ApprovalOutcom
     }
   }
   const std::string binding = ApprovalBinding(call.tenant, call.user, call.agent, call.session,
-                                              call.tool, call.arguments, r.definition_hash);
+                                              call.task, call.tool, call.arguments, r.definition_hash);
   if (binding != r.binding)
     return Refuse(Refusal::kDenied, "approval " + r.id + " does not match this call", rule,
                   "cancelled");
@@ -175,9 +175,9 @@ StageOutcome ApprovalStage::Run(CallContext& call) {
   if (const ApprovalReasons* more = call.state.Find<ApprovalReasons>())
     record.reasons = more->lines;
   record.definition_hash = DefinitionHashOf(call.tool_definition);
-  record.binding = ApprovalBinding(call.tenant, call.user, call.agent, call.session, call.tool,
+  record.binding = ApprovalBinding(call.tenant, call.user, call.agent, call.session, call.task, call.tool,
                                    call.arguments, record.definition_hash);
-  record.retry_key = ApprovalBinding(call.tenant, call.user, call.agent, call.session, call.tool,
+  record.retry_key = ApprovalBinding(call.tenant, call.user, call.agent, call.session, call.task, call.tool,
                                      call.arguments, record.definition_hash, /*retry=*/true);
   std::chrono::milliseconds timeout{600000};
   if (call.policy) {
