@@ -1,14 +1,13 @@
 #include "gateway/session/session.h"
 #include "gateway/trifecta/flow_tracker.h"
 
-#include <sys/random.h>
-
 #include <condition_variable>
 #include <cstdio>
 #include <future>
 #include <set>
 #include <vector>
 
+#include "common/random_hex.h"
 #include "gateway/credentials/broker.h"
 #include "gateway/gateway.h"
 #include "gateway/session/session_upstreams.h"
@@ -21,22 +20,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string RandomHex(size_t n_bytes) {
-  std::vector<unsigned char> bytes(n_bytes);
-  size_t got = 0;
-  while (got < bytes.size()) {
-    ssize_t n = getrandom(bytes.data() + got, bytes.size() - got, 0);
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  std::string id;
-  char hex[3];
-  for (unsigned char b : bytes) {
-    std::snprintf(hex, sizeof(hex), "%02x", b);
-    id += hex;
-  }
-  return id;
-}
 
 // Code for a request refused by policy that is not a tool call (resources/read, prompts/get...):
 // MCP defines none, so warden uses one of the implementation-defined server errors.

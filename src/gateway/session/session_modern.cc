@@ -1,11 +1,10 @@
 // McpSession's MCP 2026-07-28 side (docs/requests.md): a task context serving stateless requests,
 // and the calls parked between an input_required answer and the client's retry.
-#include <sys/random.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <set>
 
+#include "common/random_hex.h"
 #include "gateway/credentials/broker.h"
 #include "gateway/gateway.h"
 #include "gateway/session/request_state.h"
@@ -33,22 +32,6 @@ constexpr auto kRoundGather = std::chrono::milliseconds(20);
 // decided again.
 constexpr int64_t kListTtlMs = 60000;
 
-std::string RandomHex16() {
-  unsigned char bytes[16];
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
-    if (n <= 0) std::abort();  // no entropy: nothing safe to hand out
-    got += static_cast<size_t>(n);
-  }
-  std::string out;
-  char hex[3];
-  for (unsigned char b : bytes) {
-    std::snprintf(hex, sizeof(hex), "%02x", b);
-    out += hex;
-  }
-  return out;
-}
 
 // The RFC 5424 severities MCP uses, least severe first; -1 for anything else.
 int LogLevelRank(const std::string& level) {
@@ -335,8 +318,8 @@ void McpSession::HandleModern(const mcp::Request& request, Exchange exchange) {
                                     "Method not found: " + request.method +
                                         " (removed in protocol version 2026-07-28)"));
   {
-    // The context's first request takes the upstream instances (later ones only update what
-    // the client says of itself; a failed start is tried again by the next request).
+    // The context's first request takes the upstream instances (a failed start is tried again
+    // by the next request).
     std::lock_guard start(start_mu_);
     if (!initialized_.load()) {
       if (!options_.requested_scope.empty()) {
@@ -357,11 +340,9 @@ void McpSession::HandleModern(const mcp::Request& request, Exchange exchange) {
         return reply_now(std::move(*refused));
       initialized_ = true;
       client_ready_ = true;
-    } else {
-      std::lock_guard lock(mu_);
-      client_capabilities_ = meta.client_capabilities;
-      client_info_ = meta.client_info;
     }
+    // Later requests keep what they say of their client to themselves (each call's questions
+    // are checked against its own request's capabilities): nothing per request is copied here.
   }
   if (request.method == "server/discover") return reply_now(Discover(request));
   if (request.method == "subscriptions/listen") return Listen(request, std::move(exchange));
@@ -402,7 +383,7 @@ void McpSession::StartModernCall(const mcp::Request& request, Exchange exchange,
   auto parked = std::make_shared<Parked>();
   parked->caps = caps;
   parked->log_level = LogLevelRank(log_level);
-  parked->handle = "pk_local_" + RandomHex16();
+  parked->handle = "pk_local_" + RandomHex(16);
   parked->method = request.method;
   parked->original = request;
   parked->current_id = request.id;
@@ -534,7 +515,7 @@ void McpSession::EndRound(const std::shared_ptr<Parked>& parked) {
     if (parked->done || !parked->current.reply || parked->asked.empty()) return;
     if (parked->digest.empty()) parked->digest = CallDigest(parked->original);
     RequestState state;
-    state.id = RandomHex16();
+    state.id = RandomHex(16);
     state.principal = PrincipalOf(caller_);
     state.task = options_.task;
     state.method = parked->method;
