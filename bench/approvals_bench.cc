@@ -71,54 +71,27 @@ int main(int argc, char** argv) {
   const size_t sessions = argc > 2 ? std::max<size_t>(1, std::strtoul(argv[2], nullptr, 10)) : 10;
   const size_t cli_sample = std::min(calls, argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 50);
 
-  char dir_template[] = "/tmp/warden-approvals-bench-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    std::perror("mkdtemp");
-    return 1;
-  }
-  const std::string dir = dir_template;
-  auto loaded = policy::LoadPolicyText(
-      "version: 1\nupstreams:\n  up:\n    command: [/bin/true]\n    instances: shared\n"
-      "tools:\n  - match: { server: up }\n    risk: high\n    effect: ask\n"
-      "approvals:\n  timeout: 1h\n",
-      "bench.yaml");
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "policy: %s\n", loaded.status().message().c_str());
-    return 1;
-  }
-  policy::PolicyHolder holder(std::make_shared<const policy::Policy>(std::move(*loaded)));
-  audit::AuditOptions audit_options;
-  audit_options.path = dir + "/warden.db";
-  auto audit = audit::AuditLog::Open(audit_options);
-  if (!audit.ok()) {
-    std::fprintf(stderr, "audit: %s\n", audit.status().message().c_str());
-    return 1;
-  }
-  auto gate = ApprovalGate::Open({.path = audit_options.path}, **audit);
+  auto fixture = MakeCoreFixture("approvals", "  - match: { server: up }\n    risk: high\n    effect: ask\n",
+                                 "approvals:\n  timeout: 1h\n");
+  if (!fixture) return 1;
+  auto gate = ApprovalGate::Open({.path = fixture->db()}, *fixture->audit);
   if (!gate.ok()) {
     std::fprintf(stderr, "approvals: %s\n", gate.status().message().c_str());
     return 1;
   }
-  KillSwitches kills;
-  BuiltinTools tools = BuiltinTools::Default();
-  GatewayOptions options;
-  options.services.approvals = gate->get();
-  options.make_upstream = [](upstream::Spec spec, upstream::Events events,
-                             upstream::ClientOptions) -> Result<std::unique_ptr<upstream::Client>> {
-    return std::unique_ptr<upstream::Client>(
-        new InProcessUpstream(std::move(spec), std::move(events)));
-  };
+  fixture->options.services.approvals = gate->get();
   Timeline timeline;
   timeline.released.resize(calls);
   timeline.reached.resize(calls);
   g_timeline = &timeline;
   int status = 0;
   {
-    GatewayCore core(holder, **audit, kills, tools, identity::Caller{"", "bench", "", ""}, options);
+    GatewayCore core(*fixture->holder, *fixture->audit, fixture->kills, fixture->tools,
+                     identity::Caller{"", "bench", "", ""}, fixture->options);
     auto open = OpenListedSessions(core, sessions);
     malloc_trim(0);
     const size_t heap_before = HeapInUse(), rss_before = RssBytes();
-    const auto file_before = DatabaseBytes(audit_options.path);
+    const auto file_before = DatabaseBytes(fixture->db());
 
     std::atomic<size_t> answered{0}, ok{0};
     const auto ask_start = Clock::now();
@@ -143,7 +116,7 @@ int main(int argc, char** argv) {
     }
     const double ask_s = std::chrono::duration<double>(Clock::now() - ask_start).count();
     const size_t heap_held = HeapInUse(), rss_held = RssBytes();
-    const auto file_held = DatabaseBytes(audit_options.path);
+    const auto file_held = DatabaseBytes(fixture->db());
     std::vector<std::string> ids = PendingById((*gate)->store(), calls);
 
     // The API's path, one decision at a time; the last `cli_sample` through another connection.
@@ -156,7 +129,7 @@ int main(int argc, char** argv) {
       for (int spin = 0; timeline.arrived.load() <= i && spin < 100000; ++spin)
         std::this_thread::yield();
     }
-    auto other = state::ApprovalStore::Open({.path = audit_options.path});
+    auto other = state::ApprovalStore::Open({.path = fixture->db()});
     if (!other.ok()) return 1;
     for (size_t i = api_calls; i < calls; ++i) {
       timeline.released[i] = Clock::now();
@@ -183,6 +156,5 @@ int main(int argc, char** argv) {
   }
   g_timeline = nullptr;
   gate->reset();
-  std::filesystem::remove_all(dir);
   return status;
 }

@@ -12,15 +12,22 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "audit/audit_log.h"
 #include "gateway/gateway.h"
 #include "gateway/session/session.h"
+#include "gateway/stages/chain.h"
+#include "policy/holder.h"
+#include "policy/policy.h"
 #include "upstream/client.h"
 
 namespace warden::bench {
@@ -164,6 +171,67 @@ inline std::vector<std::shared_ptr<gateway::McpSession>> OpenListedSessions(
     open.push_back(std::move(session));
   }
   return open;
+}
+
+// What each in-process core benchmark sets up (paused, parked and approvals): a temporary
+// directory (removed with the fixture), a policy of one upstream `up` served by InProcessUpstream
+// with `rules` under `tools:` (and `extra` after them), its audit log in DIR/warden.db, and gateway
+// options whose chain is the standard one with `before_execute`, when given, just before execute.
+// Declare it before the GatewayCore that borrows its members.
+struct CoreFixture {
+  std::string dir;
+  std::unique_ptr<policy::PolicyHolder> holder;
+  std::unique_ptr<audit::AuditLog> audit;
+  gateway::KillSwitches kills;
+  gateway::BuiltinTools tools = gateway::BuiltinTools::Default();
+  gateway::GatewayOptions options;
+  std::string db() const { return dir + "/warden.db"; }
+  ~CoreFixture() {
+    if (!dir.empty()) std::filesystem::remove_all(dir);
+  }
+};
+
+// nullptr (the reason printed) when the directory, the policy or the audit log cannot be made.
+inline std::unique_ptr<CoreFixture> MakeCoreFixture(
+    const std::string& name, const std::string& rules, const std::string& extra = "",
+    std::optional<gateway::ChainLink> before_execute = std::nullopt) {
+  auto f = std::make_unique<CoreFixture>();
+  std::string dir_template = "/tmp/warden-" + name + "-bench-XXXXXX";
+  if (mkdtemp(dir_template.data()) == nullptr) {
+    std::perror("mkdtemp");
+    return nullptr;
+  }
+  f->dir = dir_template;
+  auto loaded = policy::LoadPolicyText(
+      "version: 1\nupstreams:\n  up:\n    command: [/bin/true]\n    instances: shared\n"
+      "tools:\n" + rules + extra,
+      "bench.yaml");
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "policy: %s\n", loaded.status().message().c_str());
+    return nullptr;
+  }
+  f->holder = std::make_unique<policy::PolicyHolder>(
+      std::make_shared<const policy::Policy>(std::move(*loaded)));
+  audit::AuditOptions audit_options;
+  audit_options.path = f->db();
+  auto audit = audit::AuditLog::Open(audit_options);
+  if (!audit.ok()) {
+    std::fprintf(stderr, "audit: %s\n", audit.status().message().c_str());
+    return nullptr;
+  }
+  f->audit = std::move(*audit);
+  if (before_execute) {
+    for (const gateway::ChainLink& link : gateway::StandardChain()) {
+      if (link.name == "execute") f->options.chain.push_back(*before_execute);
+      f->options.chain.push_back(link);
+    }
+  }
+  f->options.make_upstream = [](upstream::Spec spec, upstream::Events events,
+                                upstream::ClientOptions) -> Result<std::unique_ptr<upstream::Client>> {
+    return std::unique_ptr<upstream::Client>(
+        new InProcessUpstream(std::move(spec), std::move(events)));
+  };
+  return f;
 }
 
 }  // namespace warden::bench

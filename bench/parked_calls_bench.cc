@@ -94,48 +94,15 @@ int main(int argc, char** argv) {
   const size_t tasks = argc > 2 ? std::max<size_t>(1, std::strtoul(argv[2], nullptr, 10)) : 10;
   StateCosts();
 
-  char dir_template[] = "/tmp/warden-parked-bench-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    std::perror("mkdtemp");
-    return 1;
-  }
-  const std::string dir = dir_template;
-  auto loaded = policy::LoadPolicyText(
-      "version: 1\nupstreams:\n  up:\n    command: [/bin/true]\n    instances: shared\n"
-      "tools:\n  - match: { server: up }\n    risk: low\n    effect: allow\n",
-      "bench.yaml");
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "policy: %s\n", loaded.status().message().c_str());
-    return 1;
-  }
-  policy::PolicyHolder holder(std::make_shared<const policy::Policy>(std::move(*loaded)));
-  audit::AuditOptions audit_options;
-  audit_options.path = dir + "/audit.db";
-  auto audit = audit::AuditLog::Open(audit_options);
-  if (!audit.ok()) {
-    std::fprintf(stderr, "audit: %s\n", audit.status().message().c_str());
-    return 1;
-  }
-  KillSwitches kills;
-  BuiltinTools tools = BuiltinTools::Default();
-  std::vector<ChainLink> chain;
-  for (const ChainLink& link : StandardChain()) {
-    if (link.name == "execute")
-      chain.push_back({"ask", [](const StageServices&) -> std::unique_ptr<Stage> {
-                         return std::make_unique<AskStage>();
-                       }});
-    chain.push_back(link);
-  }
-  GatewayOptions options;
-  options.chain = chain;
-  options.make_upstream = [](upstream::Spec spec, upstream::Events events,
-                             upstream::ClientOptions) -> Result<std::unique_ptr<upstream::Client>> {
-    return std::unique_ptr<upstream::Client>(
-        new InProcessUpstream(std::move(spec), std::move(events)));
-  };
+  auto fixture = MakeCoreFixture("parked", "  - match: { server: up }\n    risk: low\n    effect: allow\n",
+                                 "", ChainLink{"ask", [](const StageServices&) -> std::unique_ptr<Stage> {
+                                   return std::make_unique<AskStage>();
+                                 }});
+  if (!fixture) return 1;
   int status = 0;
   {
-    GatewayCore core(holder, **audit, kills, tools, identity::Caller{"", "bench", "", ""}, options);
+    GatewayCore core(*fixture->holder, *fixture->audit, fixture->kills, fixture->tools,
+                     identity::Caller{"", "bench", "", ""}, fixture->options);
     std::vector<std::shared_ptr<McpSession>> contexts;
     for (size_t t = 0; t < tasks; ++t) {
       auto context = std::make_shared<McpSession>(
@@ -222,6 +189,5 @@ int main(int argc, char** argv) {
     if (parked != calls || ran.load() != calls) status = 1;
     for (auto& c : contexts) c->Close();
   }
-  std::filesystem::remove_all(dir);
   return status;
 }

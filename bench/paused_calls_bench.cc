@@ -85,54 +85,20 @@ int main(int argc, char** argv) {
   const size_t calls = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 10000;
   const size_t sessions = argc > 2 ? std::max<size_t>(1, std::strtoul(argv[2], nullptr, 10)) : 10;
 
-  char dir_template[] = "/tmp/warden-paused-bench-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr) {
-    std::perror("mkdtemp");
-    return 1;
-  }
-  const std::string dir = dir_template;
-  auto loaded = policy::LoadPolicyText(
-      "version: 1\nupstreams:\n  up:\n    command: [/bin/true]\n    instances: shared\n"
-      "tools:\n  - match: { server: up }\n    risk: low\n    effect: allow\n",
-      "bench.yaml");
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "policy: %s\n", loaded.status().message().c_str());
-    return 1;
-  }
-  policy::PolicyHolder holder(std::make_shared<const policy::Policy>(std::move(*loaded)));
-  audit::AuditOptions audit_options;
-  audit_options.path = dir + "/audit.db";
-  auto audit = audit::AuditLog::Open(audit_options);
-  if (!audit.ok()) {
-    std::fprintf(stderr, "audit: %s\n", audit.status().message().c_str());
-    return 1;
-  }
-  KillSwitches kills;
-  BuiltinTools tools = BuiltinTools::Default();
-
-  std::vector<ChainLink> chain;
-  for (const ChainLink& link : StandardChain()) {
-    // Where the approval stage will sit: after the policy decided, before anything runs.
-    if (link.name == "execute")
-      chain.push_back({"hold", [](const StageServices&) -> std::unique_ptr<Stage> {
-                         return std::make_unique<HoldStage>();
-                       }});
-    chain.push_back(link);
-  }
-  GatewayOptions options;
-  options.chain = chain;
-  options.make_upstream = [](upstream::Spec spec, upstream::Events events,
-                             upstream::ClientOptions) -> Result<std::unique_ptr<upstream::Client>> {
-    return std::unique_ptr<upstream::Client>(
-        new InProcessUpstream(std::move(spec), std::move(events)));
-  };
+  // Where the approval stage will sit: after the policy decided, before anything runs.
+  auto fixture = MakeCoreFixture("paused", "  - match: { server: up }\n    risk: low\n    effect: allow\n",
+                                 "", ChainLink{"hold", [](const StageServices&) -> std::unique_ptr<Stage> {
+                                   return std::make_unique<HoldStage>();
+                                 }});
+  if (!fixture) return 1;
   Timeline timeline;
   timeline.released.resize(calls);
   timeline.reached.resize(calls);
   g_timeline = &timeline;
   int status = 0;
   {
-    GatewayCore core(holder, **audit, kills, tools, identity::Caller{"", "bench", "", ""}, options);
+    GatewayCore core(*fixture->holder, *fixture->audit, fixture->kills, fixture->tools,
+                     identity::Caller{"", "bench", "", ""}, fixture->options);
     std::vector<std::shared_ptr<McpSession>> open = OpenListedSessions(core, sessions);
     // The baseline: every session open and listed, freed memory given back.
     malloc_trim(0);
@@ -192,6 +158,5 @@ int main(int argc, char** argv) {
     for (auto& session : open) session->Close();
   }
   g_timeline = nullptr;
-  std::filesystem::remove_all(dir);
   return status;
 }
