@@ -91,6 +91,155 @@ std::optional<std::string> DecodeHeaderValue(std::string_view value) {
   return Base64Decode(value, kBase64Alphabet, /*padded=*/true);
 }
 
+std::string EncodeHeaderValue(std::string_view value) {
+  static constexpr std::string_view kPrefix = "=?base64?", kSuffix = "?=";
+  bool plain = value.empty() || (value.front() != ' ' && value.back() != ' ');
+  for (char c : value) plain = plain && c >= 0x20 && c <= 0x7e;
+  const bool sentinel = value.size() >= kPrefix.size() + kSuffix.size() &&
+                        value.substr(0, kPrefix.size()) == kPrefix &&
+                        value.substr(value.size() - kSuffix.size()) == kSuffix;
+  if (plain && !sentinel) return std::string(value);
+  std::string encoded = Base64NoPad(value, kBase64Alphabet);
+  while (encoded.size() % 4 != 0) encoded.push_back('=');
+  return std::string(kPrefix) + encoded + std::string(kSuffix);
+}
+
+bool IsModernErrorCode(int code) {
+  return code == kHeaderMismatch || code == kMissingRequiredClientCapability ||
+         code == kUnsupportedProtocolVersion;
+}
+
+namespace {
+
+bool IsToken(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string LowerAscii(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+std::string PathText(const std::vector<std::string>& path) {
+  std::string out;
+  for (const auto& key : path) out += (out.empty() ? "" : ".") + key;
+  return out.empty() ? "(the schema root)" : out;
+}
+
+// Walks a schema. `reachable`: every step so far was a `properties` key. Annotations found where
+// they may be go to `out`; one anywhere else is an error.
+std::optional<std::string> WalkSchema(const json& schema, std::vector<std::string>& path,
+                                      bool reachable, int depth, std::vector<ParamHeader>& out) {
+  if (depth > 32) return "its inputSchema nests deeper than 32 levels";
+  if (schema.is_array()) {
+    for (const json& item : schema)
+      if (auto e = WalkSchema(item, path, false, depth + 1, out)) return e;
+    return std::nullopt;
+  }
+  if (!schema.is_object()) return std::nullopt;
+  if (auto it = schema.find("x-mcp-header"); it != schema.end()) {
+    if (!reachable || path.empty())
+      return "x-mcp-header at " + PathText(path) +
+             " is not reached through `properties` keys alone";
+    if (!it->is_string() || !IsToken(it->get_ref<const std::string&>()))
+      return "x-mcp-header at " + PathText(path) + " is not an HTTP token";
+    auto type = schema.find("type");
+    const bool primitive = type != schema.end() && type->is_string() &&
+                           (*type == "string" || *type == "integer" || *type == "boolean");
+    if (!primitive)
+      return "x-mcp-header at " + PathText(path) +
+             " is on a parameter that is not of type string, integer or boolean";
+    out.push_back({path, it->get<std::string>()});
+  }
+  for (auto it = schema.begin(); it != schema.end(); ++it) {
+    // Keywords whose values are data, not schemas: nothing in them is an annotation.
+    static constexpr std::string_view kData[] = {"x-mcp-header", "default", "examples", "const",
+                                                 "enum", "description", "title"};
+    bool data = false;
+    for (std::string_view k : kData) data = data || it.key() == k;
+    if (data) continue;
+    if (it.key() == "properties" && it->is_object()) {
+      for (auto prop = it->begin(); prop != it->end(); ++prop) {
+        path.push_back(prop.key());
+        auto e = WalkSchema(*prop, path, reachable, depth + 1, out);
+        path.pop_back();
+        if (e) return e;
+      }
+      continue;
+    }
+    // Anything else (items, oneOf, $ref targets in $defs, if/then/else, ...) may hold an
+    // annotation only to be refused.
+    path.push_back(it.key());
+    auto e = WalkSchema(*it, path, false, depth + 1, out);
+    path.pop_back();
+    if (e) return e;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> ReadParamHeaders(const json& tool, std::vector<ParamHeader>& out) {
+  out.clear();
+  const std::string name =
+      tool.is_object() && tool.contains("name") && tool["name"].is_string()
+          ? tool["name"].get<std::string>()
+          : "?";
+  if (!tool.is_object()) return std::string("a tool definition is not an object");
+  auto schema = tool.find("inputSchema");
+  if (schema == tool.end()) return std::nullopt;
+  std::vector<std::string> path;
+  if (auto e = WalkSchema(*schema, path, true, 0, out)) {
+    out.clear();
+    return "tool " + Quote(name) + ": " + *e;
+  }
+  std::vector<std::string> seen;
+  for (const ParamHeader& h : out) {
+    std::string lower = LowerAscii(h.header);
+    for (const std::string& s : seen)
+      if (s == lower) {
+        out.clear();
+        return "tool " + Quote(name) + ": x-mcp-header " + Quote(h.header) +
+               " is given twice (names are compared without case)";
+      }
+    seen.push_back(std::move(lower));
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> ParamHeaderValue(const json& arguments,
+                                            const std::vector<std::string>& path) {
+  const json* at = &arguments;
+  for (const std::string& key : path) {
+    if (!at->is_object()) return std::nullopt;
+    auto it = at->find(key);
+    if (it == at->end()) return std::nullopt;
+    at = &*it;
+  }
+  constexpr int64_t kSafe = (int64_t{1} << 53) - 1;
+  if (at->is_string()) return EncodeHeaderValue(at->get_ref<const std::string&>());
+  if (at->is_boolean()) return std::string(at->get<bool>() ? "true" : "false");
+  if (at->is_number_unsigned()) {
+    const uint64_t v = at->get<uint64_t>();
+    if (v > static_cast<uint64_t>(kSafe)) return std::nullopt;
+    return std::to_string(v);
+  }
+  if (at->is_number_integer()) {
+    const int64_t v = at->get<int64_t>();
+    if (v > kSafe || v < -kSafe) return std::nullopt;
+    return std::to_string(v);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> NameOf(const Request& request) {
   const char* field = request.method == "tools/call" || request.method == "prompts/get" ? "name"
                       : request.method == "resources/read"                              ? "uri"

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "mcp/jsonrpc.h"
 
@@ -53,6 +54,33 @@ ErrorResponse UnsupportedVersion(const std::optional<Id>& id, const std::string&
 // A header value as the revision encodes it: plain ASCII, or `=?base64?B64?=` (standard alphabet,
 // padded) holding UTF-8. nullopt when the sentinel form does not decode.
 std::optional<std::string> DecodeHeaderValue(std::string_view value);
+
+// `value` as a header value: as it is when it is visible ASCII and spaces (0x20-0x7E) with no
+// leading or trailing space and not itself of the sentinel form; else `=?base64?B64?=`.
+std::string EncodeHeaderValue(std::string_view value);
+
+// Whether an error code is one only a 2026-07-28 (modern) server sends: a client probing an
+// upstream's era reads such an error as "modern, but not like this", anything else as legacy.
+bool IsModernErrorCode(int code);
+
+// One `x-mcp-header` annotation of a tool's inputSchema: the chain of `properties` keys that
+// leads to the annotated parameter, and the header's name part (sent as Mcp-Param-{header}).
+struct ParamHeader {
+  std::vector<std::string> path;
+  std::string header;
+};
+// The annotations of one tool definition (`tool` is one entry of tools/list). An error naming the
+// tool and the rule when one breaks the revision's constraints: an empty or non-token name, two
+// names equal but for case, an annotation not reached through `properties` keys alone (under
+// items, oneOf, $ref, ...), or on a parameter that is not a string, integer or boolean. A client
+// on HTTP must then leave the tool out of its list.
+std::optional<std::string> ReadParamHeaders(const nlohmann::json& tool,
+                                            std::vector<ParamHeader>& out);
+// The header value for an argument at an annotated path: strings as they are, integers in
+// decimal (within +-(2^53-1)), booleans as true/false, then EncodeHeaderValue. nullopt when the
+// arguments hold no value there or one of another type (the header is then left out).
+std::optional<std::string> ParamHeaderValue(const nlohmann::json& arguments,
+                                            const std::vector<std::string>& path);
 
 // The body value Mcp-Name mirrors: params.name of tools/call and prompts/get, params.uri of
 // resources/read; nullopt for other methods (or when the body lacks it).

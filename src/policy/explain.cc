@@ -159,6 +159,7 @@ void UpstreamSummary(const Policy& policy, std::ostream& out) {
     if (up.instances != Instances::kPerSession)
       out << ", idle ones stop after " << up.idle_ms << " ms";
     out << ")";
+    if (up.protocol != "auto") out << "; speaks MCP " << up.protocol << " only";
     std::vector<std::string> creds;
     for (const auto& [k, v] : up.credentials.env) creds.push_back("env " + k);
     for (const auto& [k, v] : up.credentials.header) creds.push_back("header " + k);

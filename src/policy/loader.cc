@@ -768,7 +768,7 @@ Status Loader::UpstreamEntry(const std::string& name, const YAML::Node& key_node
   WARDEN_RETURN_IF_ERROR(r_.Fields(
       node, path,
       {"command", "url", "ca_file", "prefix", "sandbox", "credentials", "instances",
-       "max_instances", "idle"},
+       "max_instances", "idle", "protocol"},
       [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
         const std::string kpath = path + "." + key;
         if (key == "command") {
@@ -812,6 +812,13 @@ Status Loader::UpstreamEntry(const std::string& name, const YAML::Node& key_node
           else
             return r_.Error(value, kpath,
                             "expected shared, per_user or per_session, got '" + *text + "'");
+        } else if (key == "protocol") {
+          auto text = r_.NonEmptyString(value, kpath);
+          if (!text) return text.status();
+          if (*text != "auto" && *text != "2025-11-25" && *text != "2026-07-28")
+            return r_.Error(value, kpath,
+                            "expected auto, 2025-11-25 or 2026-07-28, got '" + *text + "'");
+          up.protocol = *text;
         } else if (key == "max_instances") {
           auto n = r_.Count(value, kpath);
           if (!n) return n.status();

@@ -133,6 +133,9 @@ struct Upstream {
   Instances instances = Instances::kPerUser;
   uint32_t max_instances = 64;  // live instances at once; a new one past it is refused
   uint64_t idle_ms = 300000;    // an instance no session holds stops after this
+  // Which MCP revision to speak to it: "auto" (probe with server/discover; 2026-07-28 when it
+  // answers as a modern server, else 2025-11-25), "2025-11-25" or "2026-07-28" (docs/upstream.md).
+  std::string protocol = "auto";
 };
 
 // ---- sandbox ----

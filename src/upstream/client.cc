@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "common/guard.h"
+#include "mcp/modern.h"
 #include "mcp/protocol_version.h"
 #include "sandbox/options.h"
 #include "upstream/connection.h"
@@ -29,6 +30,23 @@ using std::chrono::milliseconds;
 
 constexpr int kTimedOut = -32001;
 constexpr int kCancelled = -32800;
+constexpr std::size_t kMaxInputRequests = 16;  // questions in one input_required
+constexpr std::size_t kMaxSubscriptions = 4096;  // resources on one listen stream
+constexpr milliseconds kListenBackoffInitial{500};
+constexpr milliseconds kListenBackoffMax{30000};
+
+// The requests a modern server may answer with input_required (2026-07-28, "Multi Round-Trip
+// Requests"): only these are kept for a retry.
+bool MayAskForInput(const std::string& method) {
+  return method == "tools/call" || method == "prompts/get" || method == "resources/read";
+}
+
+bool IsInputRequired(const mcp::Message& message) {
+  const auto* r = std::get_if<mcp::Response>(&message);
+  if (r == nullptr || !r->result.is_object()) return false;
+  auto it = r->result.find("resultType");
+  return it != r->result.end() && it->is_string() && *it == "input_required";
+}
 
 std::string Millis(milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
 
@@ -50,6 +68,31 @@ struct Pending {
   uint64_t generation = 0;  // the connection it was sent on
   bool internal = false;    // initialize: its deadline is the handshake's, not the timer's
   std::map<std::string, std::string> headers;  // HTTP headers for this request alone
+  // A modern server's multi round-trip: the id Send returned (a retry has a new wire id), the
+  // params as the caller gave them (kept for the retries of MayAskForInput methods only), the
+  // input_required rounds so far, and whether the client is gathering answers right now.
+  int64_t handle = 0;
+  std::optional<nlohmann::json> retry_params;
+  int rounds = 0;
+  bool awaiting_input = false;
+  bool relay_input = false;                     // SendOptions::relay_input_required
+  std::optional<nlohmann::json> capabilities;  // SendOptions::client_capabilities
+};
+
+// The answers to one input_required, gathered from the gateway (any thread, any order).
+struct InputRound {
+  std::mutex mu;
+  std::size_t remaining = 0;
+  bool failed = false;
+  nlohmann::json responses = nlohmann::json::object();
+  std::optional<std::string> request_state;
+};
+
+// Lets a callback that may outlive the client (a question's reply, answered later by the gateway)
+// reach it only while it lives.
+struct Life {
+  std::mutex mu;
+  class ClientImpl* self = nullptr;
 };
 
 // Sends with the request's own headers when it has any.
@@ -86,6 +129,7 @@ class ClientImpl final : public Client {
  public:
   ClientImpl(Spec spec, Events events, ClientOptions options)
       : spec_(std::move(spec)), events_(std::move(events)), options_(std::move(options)) {
+    life_->self = this;
     timer_ = std::thread(
         [this] { RunGuarded("upstream timer", "request timeouts stop", [this] { TimerLoop(); }); });
   }
@@ -99,7 +143,14 @@ class ClientImpl final : public Client {
   }
   uint64_t SendWithHeaders(const std::string& method, nlohmann::json params, Done done,
                            milliseconds timeout,
-                           std::map<std::string, std::string> headers) override;
+                           std::map<std::string, std::string> headers) override {
+    SendOptions options;
+    options.timeout = timeout;
+    options.headers = std::move(headers);
+    return SendRequest(method, std::move(params), std::move(done), std::move(options));
+  }
+  uint64_t SendRequest(const std::string& method, nlohmann::json params, Done done,
+                       SendOptions options) override;
   void Cancel(uint64_t handle, const std::string& reason) override;
   void Notify(const std::string& method, nlohmann::json params) override;
   void Restart(const std::string& why) override;
@@ -128,6 +179,36 @@ class ClientImpl final : public Client {
   StartOutcome StartOnce();
   StartOutcome Handshake(const std::shared_ptr<Connection>& conn, uint64_t generation,
                          Clock::time_point deadline);
+  // Sends a request of the client's own (the handshake's) on `conn` and waits for its reply
+  // until `until`; nullopt when none came.
+  std::optional<mcp::Message> AwaitInternal(const std::shared_ptr<Connection>& conn,
+                                            uint64_t generation, const std::string& method,
+                                            nlohmann::json params, Clock::time_point until);
+  enum class Probed { kModern, kLegacy, kFailed };
+  Probed Probe(const std::shared_ptr<Connection>& conn, uint64_t generation,
+               Clock::time_point deadline, StartOutcome& failed);
+
+  // Modern servers (mu_ held): params._meta of every request; the request for pending `id` as it
+  // goes on the wire; the answer to a method the revision removed (nullopt: not one).
+  nlohmann::json DecorateLocked(std::optional<nlohmann::json> params,
+                                const std::optional<nlohmann::json>& capabilities = std::nullopt) const;
+  mcp::Request WireLocked(int64_t id, Pending& p);
+  std::optional<mcp::Message> AnswerLocally(int64_t id, const std::string& method,
+                                            const std::optional<nlohmann::json>& params,
+                                            bool& listen_changed);
+  // Tells the server that request `id` is no longer wanted: notifications/cancelled (legacy, and
+  // modern stdio) and the HTTP response stream closed (which is the signal to a modern server).
+  void CancelOnWire(Connection& conn, int64_t id, const std::string& reason, bool modern);
+  // The subscriptions/listen stream of a modern server: (re)opened with what the server offers
+  // and the resources subscribed to; the old one ends once the new one is sent.
+  void OpenListen();
+  void OnListenEnded(uint64_t generation, int64_t id, const mcp::Message& reply);
+  // A modern server's input_required for pending `id` (kept, awaiting_input set).
+  void OnInputRequired(int64_t id, const nlohmann::json& result, int rounds);
+  void AnswerInput(int64_t id, const std::shared_ptr<InputRound>& round, const std::string& key,
+                   const mcp::Message& reply);
+  void RetryWithInput(int64_t id, const std::shared_ptr<InputRound>& round);
+  void FailInput(int64_t id, int code, const std::string& what);
   void CloseCurrent();
   void GoReady();
   void SetState(State state, const std::string& why);
@@ -168,6 +249,17 @@ class ClientImpl final : public Client {
   std::map<int64_t, Pending> pending_;
   std::set<std::pair<Clock::time_point, int64_t>> deadlines_;
   ServerInfo info_;
+  // Modern servers (2026-07-28).
+  bool modern_ = false;                 // the current server: probed, found modern
+  std::string log_level_;               // logging/setLevel's, sent in each request's _meta
+  std::set<std::string> subscriptions_;  // resources/subscribe's, on the listen stream
+  int64_t listen_id_ = 0;               // the open subscriptions/listen request, 0: none
+  bool listen_refused_ = false;         // the server answered it with an error: not again
+  bool skip_probe_ = false;             // a server died of the probe once: legacy from now on
+  milliseconds listen_backoff_ = kListenBackoffInitial;
+  std::optional<Clock::time_point> listen_retry_at_;  // the timer reopens it then
+  std::map<int64_t, int64_t> aliases_;  // a retried call's handle -> its current wire id
+  std::shared_ptr<Life> life_ = std::make_shared<Life>();
 
   std::mutex stop_mu_;  // Stop is idempotent and may race itself
   std::thread supervisor_;
@@ -190,9 +282,9 @@ bool ClientImpl::WaitReady(milliseconds timeout) {
   return state_ == State::kReady;
 }
 
-uint64_t ClientImpl::SendWithHeaders(const std::string& method, nlohmann::json params, Done done,
-                                     milliseconds timeout,
-                                     std::map<std::string, std::string> headers) {
+uint64_t ClientImpl::SendRequest(const std::string& method, nlohmann::json params, Done done,
+                                 SendOptions options) {
+  milliseconds timeout = options.timeout;
   if (timeout.count() <= 0) timeout = options_.request_timeout;
   std::shared_ptr<Connection> conn;
   int64_t id;
@@ -200,11 +292,18 @@ uint64_t ClientImpl::SendWithHeaders(const std::string& method, nlohmann::json p
   std::map<std::string, std::string> headers_of_sent;
   bool stopped = false;
   bool earliest = false;
+  std::optional<mcp::Message> local;
+  bool listen_changed = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     id = next_id_++;
     stopped = stopping_ || gave_up_;
-    if (!stopped) {
+    if (!stopped && ready_ && modern_ && mcp::RemovedInModern(method)) {
+      std::optional<nlohmann::json> given;
+      if (!params.is_null()) given = params;
+      local = AnswerLocally(id, method, given, listen_changed);
+    }
+    if (!stopped && !local) {
       const auto deadline = Clock::now() + timeout;
       // The timer thread sleeps until the earliest deadline: wake it only when this one is
       // earlier (one wake-up per call otherwise, for nothing: bench/README.md "Gateway").
@@ -213,15 +312,17 @@ uint64_t ClientImpl::SendWithHeaders(const std::string& method, nlohmann::json p
       p.method = method;
       if (!params.is_null()) p.params = std::move(params);
       p.done = std::move(done);
-      p.headers = std::move(headers);
+      p.headers = std::move(options.headers);
+      p.relay_input = options.relay_input_required;
+      p.capabilities = std::move(options.client_capabilities);
       p.timeout = timeout;
       p.deadline = deadline;
+      p.handle = id;
       if (ready_ && conn_) {
         p.sent = true;
         p.generation = generation_;
         conn = conn_;
-        request = mcp::Request{mcp::Id(id), method, std::move(p.params)};
-        p.params.reset();
+        request = WireLocked(id, p);
         headers_of_sent = p.headers;
       }
       deadlines_.emplace(p.deadline, id);
@@ -232,35 +333,53 @@ uint64_t ClientImpl::SendWithHeaders(const std::string& method, nlohmann::json p
     done(Error(id, mcp::kInternalError, "stopped"));
     return static_cast<uint64_t>(id);
   }
+  if (local) {
+    if (listen_changed) OpenListen();
+    done(std::move(*local));
+    return static_cast<uint64_t>(id);
+  }
   if (earliest) timer_cv_.notify_one();
   if (conn) SendOn(*conn, request, headers_of_sent);
   return static_cast<uint64_t>(id);
 }
 
 void ClientImpl::Cancel(uint64_t handle, const std::string& reason) {
-  const auto id = static_cast<int64_t>(handle);
+  auto id = static_cast<int64_t>(handle);
   std::shared_ptr<Connection> conn;
   std::optional<Pending> p;
+  bool modern;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (auto alias = aliases_.find(id); alias != aliases_.end()) id = alias->second;
     p = TakeLocked(id);
     if (!p) return;
-    if (p->sent && conn_ && p->generation == generation_) conn = conn_;
+    // A call gathering answers has nothing out on the wire.
+    if (p->sent && !p->awaiting_input && conn_ && p->generation == generation_) conn = conn_;
+    modern = modern_;
   }
-  if (conn) {
+  if (conn) CancelOnWire(*conn, id, reason, modern);
+  p->done(mcp::MakeError(mcp::Id(id), kCancelled, "request cancelled"));
+}
+
+void ClientImpl::CancelOnWire(Connection& conn, int64_t id, const std::string& reason,
+                              bool modern) {
+  // A modern server over HTTP takes the closed response stream as the cancellation and expects
+  // no notification; over stdio the notification is the only way.
+  if (!modern || spec_.url.empty()) {
     nlohmann::json params = {{"requestId", id}};
     if (!reason.empty()) params["reason"] = reason;
-    conn->Send(mcp::Notification{"notifications/cancelled", std::move(params)});
-    conn->Abandon(id);
+    conn.Send(mcp::Notification{"notifications/cancelled", std::move(params)});
   }
-  p->done(mcp::MakeError(mcp::Id(id), kCancelled, "request cancelled"));
+  conn.Abandon(id);
 }
 
 void ClientImpl::Notify(const std::string& method, nlohmann::json params) {
   std::shared_ptr<Connection> conn;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (ready_) conn = conn_;
+    // A modern server takes no notifications from its client but cancellations, which are
+    // Cancel's: roots and the rest are asked for in input_required instead.
+    if (ready_ && !modern_) conn = conn_;
   }
   // Not ready: dropped. Notifications are one-way; a restarted server starts from scratch anyway.
   if (!conn) return;
@@ -282,6 +401,11 @@ void ClientImpl::Restart(const std::string& why) {
 
 void ClientImpl::Stop() {
   std::lock_guard<std::mutex> stop_lock(stop_mu_);
+  {
+    // From now on an answer the gateway gives to a modern server's question reaches nobody.
+    std::lock_guard<std::mutex> lock(life_->mu);
+    life_->self = nullptr;
+  }
   std::map<int64_t, Pending> failed;
   bool was_started;
   {
@@ -310,6 +434,7 @@ std::optional<Pending> ClientImpl::TakeLocked(int64_t id) {
   Pending p = std::move(it->second);
   pending_.erase(it);
   if (!p.internal) deadlines_.erase({p.deadline, id});
+  if (p.handle != 0 && p.handle != id) aliases_.erase(p.handle);
   return p;
 }
 
@@ -402,6 +527,10 @@ StartOutcome ClientImpl::StartOnce() {
     if (stopping_) return {false, false, "stopped"};
     conn_ = conn;
     ready_ = false;
+    modern_ = false;  // each server process is probed anew (a restart may run another binary)
+    listen_id_ = 0;
+    listen_refused_ = false;
+    listen_retry_at_.reset();
   }
   const auto deadline = Clock::now() + options_.connect_timeout;
   Status opened = conn->Open(deadline);
@@ -409,35 +538,139 @@ StartOutcome ClientImpl::StartOnce() {
   return Handshake(conn, generation, deadline);
 }
 
-StartOutcome ClientImpl::Handshake(const std::shared_ptr<Connection>& conn, uint64_t generation,
-                                   Clock::time_point deadline) {
+std::optional<mcp::Message> ClientImpl::AwaitInternal(const std::shared_ptr<Connection>& conn,
+                                                      uint64_t generation,
+                                                      const std::string& method,
+                                                      nlohmann::json params,
+                                                      Clock::time_point until) {
   auto slot = std::make_shared<Slot>();
   int64_t id;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return {false, false, "stopped"};
+    if (stopping_) return std::nullopt;
     id = next_id_++;
     Pending p;
-    p.method = "initialize";
+    p.method = method;
     p.done = [slot](mcp::Message m) { slot->Set(std::move(m)); };
     p.sent = true;
     p.generation = generation;
     p.internal = true;
+    p.handle = id;
     pending_.emplace(id, std::move(p));
   }
-  nlohmann::json params = {{"protocolVersion", options_.protocol_version},
-                           {"capabilities", options_.client_capabilities},
-                           {"clientInfo", options_.client_info}};
-  conn->Send(mcp::Request{mcp::Id(id), "initialize", std::move(params)});
+  conn->Send(mcp::Request{mcp::Id(id), method, std::move(params)});
   std::optional<mcp::Message> reply;
   {
     std::unique_lock<std::mutex> lock(slot->mu);
-    slot->cv.wait_until(lock, deadline, [&] { return slot->message.has_value(); });
+    slot->cv.wait_until(lock, until, [&] { return slot->message.has_value(); });
     reply = slot->message;
   }
   if (!reply) {
     std::lock_guard<std::mutex> lock(mu_);
     TakeLocked(id);
+  }
+  return reply;
+}
+
+ClientImpl::Probed ClientImpl::Probe(const std::shared_ptr<Connection>& conn, uint64_t generation,
+                                     Clock::time_point deadline, StartOutcome& failed) {
+  nlohmann::json params;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    params = DecorateLocked(std::nullopt);
+  }
+  const auto until = std::min(deadline, Clock::now() + options_.probe_timeout);
+  std::optional<mcp::Message> reply =
+      AwaitInternal(conn, generation, "server/discover", std::move(params), until);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      failed = {false, false, "stopped"};
+      return Probed::kFailed;
+    }
+    // The server died under the probe (a stdio server that exits on an unknown method, say):
+    // that says nothing of its era, and the restart probes again.
+    if (dead_generation_ == generation) {
+      skip_probe_ = true;  // the next start goes straight to initialize
+      failed = {false, false, dead_why_ + " (on warden's server/discover probe)"};
+      return Probed::kFailed;
+    }
+  }
+  if (!reply) return Probed::kLegacy;  // silence: a legacy server ignoring a pre-initialize call
+  if (auto* error = std::get_if<mcp::ErrorResponse>(&*reply)) {
+    if (!mcp::IsModernErrorCode(error->code)) return Probed::kLegacy;
+    // A modern error: the server is modern. It may still speak a legacy version warden speaks
+    // too (a dual-era server declining 2026-07-28), which initialize then reaches.
+    if (error->code == mcp::kUnsupportedProtocolVersion && error->data &&
+        error->data->is_object() && error->data->contains("supported") &&
+        (*error->data)["supported"].is_array()) {
+      for (const auto& v : (*error->data)["supported"])
+        if (v.is_string() && mcp::IsSupportedVersion(v.get<std::string>())) return Probed::kLegacy;
+    }
+    failed = {false, true,
+              "the server refused warden's server/discover: " + error->message + " (code " +
+                  std::to_string(error->code) + ")"};
+    return Probed::kFailed;
+  }
+  const nlohmann::json& result = std::get<mcp::Response>(*reply).result;
+  bool modern = false;
+  if (result.is_object() && result.contains("supportedVersions") &&
+      result["supportedVersions"].is_array())
+    for (const auto& v : result["supportedVersions"])
+      modern = modern || (v.is_string() && mcp::IsModernVersion(v.get<std::string>()));
+  if (!modern) return Probed::kLegacy;
+  ServerInfo info;
+  info.protocol_version = std::string(mcp::kModernVersion);
+  info.modern = true;
+  if (result.contains("capabilities") && result["capabilities"].is_object())
+    info.capabilities = result["capabilities"];
+  if (result.contains("instructions") && result["instructions"].is_string())
+    info.instructions = result["instructions"].get<std::string>();
+  // serverInfo travels in the result's _meta in this revision; older drafts had it beside.
+  if (result.contains("serverInfo") && result["serverInfo"].is_object())
+    info.server_info = result["serverInfo"];
+  if (result.contains("_meta") && result["_meta"].is_object() &&
+      result["_meta"].contains(mcp::kMetaServerInfo) &&
+      result["_meta"][mcp::kMetaServerInfo].is_object())
+    info.server_info = result["_meta"][mcp::kMetaServerInfo];
+  std::lock_guard<std::mutex> lock(mu_);
+  info_ = std::move(info);
+  modern_ = true;
+  return Probed::kModern;
+}
+
+StartOutcome ClientImpl::Handshake(const std::shared_ptr<Connection>& conn, uint64_t generation,
+                                   Clock::time_point deadline) {
+  bool probe;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    probe = options_.era == Era::kModern || (options_.era == Era::kAuto && !skip_probe_);
+  }
+  if (probe) {
+    StartOutcome failed;
+    switch (Probe(conn, generation, deadline, failed)) {
+      case Probed::kModern:
+        return {true, false, ""};  // no initialize, no session, no GET stream
+      case Probed::kFailed:
+        return failed;
+      case Probed::kLegacy:
+        if (options_.era == Era::kModern)
+          return {false, true,
+                  "the server does not speak MCP 2026-07-28 (it did not answer server/discover "
+                  "as a modern server does), and this upstream is set to speak nothing else"};
+        break;
+    }
+  }
+  nlohmann::json params = {{"protocolVersion", options_.protocol_version},
+                           {"capabilities", options_.client_capabilities},
+                           {"clientInfo", options_.client_info}};
+  std::optional<mcp::Message> reply =
+      AwaitInternal(conn, generation, "initialize", std::move(params), deadline);
+  if (!reply) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return {false, false, "stopped"};
+    }
     return {false, false, "initialize timed out after " + Millis(options_.connect_timeout)};
   }
   if (auto* error = std::get_if<mcp::ErrorResponse>(&*reply)) {
@@ -479,23 +712,185 @@ StartOutcome ClientImpl::Handshake(const std::shared_ptr<Connection>& conn, uint
 void ClientImpl::GoReady() {
   std::shared_ptr<Connection> conn;
   std::vector<std::pair<mcp::Message, std::map<std::string, std::string>>> queued;
+  std::vector<std::pair<Client::Done, mcp::Message>> answered;  // removed methods, modern
+  bool listen_changed = false;
   std::string name;
+  bool modern;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ || !conn_) return;
     ready_ = true;
     conn = conn_;
-    for (auto& [id, p] : pending_) {
-      if (p.sent) continue;
+    modern = modern_;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      auto& [id, p] = *it;
+      if (p.sent) {
+        ++it;
+        continue;
+      }
+      if (modern_) {
+        auto local = AnswerLocally(id, p.method, p.params, listen_changed);
+        if (local) {
+          answered.emplace_back(std::move(p.done), std::move(*local));
+          if (!p.internal) deadlines_.erase({p.deadline, id});
+          it = pending_.erase(it);
+          continue;
+        }
+      }
       p.sent = true;
       p.generation = generation_;
-      queued.emplace_back(mcp::Request{mcp::Id(id), p.method, std::move(p.params)}, p.headers);
-      p.params.reset();
+      queued.emplace_back(WireLocked(id, p), p.headers);
+      ++it;
     }
     name = info_.server_info.value("name", std::string("?"));
   }
-  SetState(State::kReady, "initialized " + name + " (protocol " + info().protocol_version + ")");
+  SetState(State::kReady, (modern ? "discovered " : "initialized ") + name + " (protocol " +
+                              info().protocol_version + ")");
   for (const auto& [m, headers] : queued) SendOn(*conn, m, headers);
+  for (auto& [done, reply] : answered) done(std::move(reply));
+  if (modern) OpenListen();
+}
+
+nlohmann::json ClientImpl::DecorateLocked(std::optional<nlohmann::json> params,
+                                          const std::optional<nlohmann::json>& capabilities) const {
+  nlohmann::json out = params && params->is_object() ? std::move(*params) : nlohmann::json::object();
+  nlohmann::json& meta = out["_meta"];
+  if (!meta.is_object()) meta = nlohmann::json::object();
+  // warden's own values, whatever the caller's params held under these keys: the server must
+  // see what warden (its client) can do, not what a downstream client claimed.
+  meta[mcp::kMetaProtocolVersion] = std::string(mcp::kModernVersion);
+  meta[mcp::kMetaClientCapabilities] =
+      capabilities && capabilities->is_object() ? *capabilities : options_.client_capabilities;
+  meta[mcp::kMetaClientInfo] = options_.client_info;
+  if (log_level_.empty())
+    meta.erase(mcp::kMetaLogLevel);
+  else
+    meta[mcp::kMetaLogLevel] = log_level_;
+  return out;
+}
+
+mcp::Request ClientImpl::WireLocked(int64_t id, Pending& p) {
+  std::optional<nlohmann::json> params = std::move(p.params);
+  p.params.reset();
+  if (!modern_) {
+    // A legacy server knows no multi round-trips: answers a 2026 client sent along are not its.
+    if (params && params->is_object() && MayAskForInput(p.method)) {
+      params->erase("inputResponses");
+      params->erase("requestState");
+    }
+    return mcp::Request{mcp::Id(id), p.method, std::move(params)};
+  }
+  if (MayAskForInput(p.method) && !p.retry_params && !p.relay_input)
+    p.retry_params = params ? *params : nlohmann::json::object();
+  return mcp::Request{mcp::Id(id), p.method, DecorateLocked(std::move(params), p.capabilities)};
+}
+
+std::optional<mcp::Message> ClientImpl::AnswerLocally(int64_t id, const std::string& method,
+                                                      const std::optional<nlohmann::json>& params,
+                                                      bool& listen_changed) {
+  if (!mcp::RemovedInModern(method) || method == "initialize") return std::nullopt;
+  const auto ok = mcp::Message(mcp::Response{mcp::Id(id), nlohmann::json::object()});
+  if (method == "ping") return ok;
+  if (method == "logging/setLevel") {
+    if (!params || !params->is_object() || !params->contains("level") ||
+        !(*params)["level"].is_string())
+      return mcp::MakeError(mcp::Id(id), mcp::kInvalidParams, "params.level must be a string");
+    log_level_ = (*params)["level"].get<std::string>();
+    return ok;
+  }
+  // resources/subscribe and resources/unsubscribe: the set on the listen stream.
+  if (!params || !params->is_object() || !params->contains("uri") || !(*params)["uri"].is_string())
+    return mcp::MakeError(mcp::Id(id), mcp::kInvalidParams, "params.uri must be a string");
+  const std::string uri = (*params)["uri"].get<std::string>();
+  if (method == "resources/subscribe") {
+    if (subscriptions_.size() >= kMaxSubscriptions && !subscriptions_.count(uri))
+      return Error(id, mcp::kInvalidParams,
+                   "more than " + std::to_string(kMaxSubscriptions) + " resources subscribed");
+    listen_changed = subscriptions_.insert(uri).second;
+  } else {
+    listen_changed = subscriptions_.erase(uri) > 0;
+  }
+  if (listen_changed) listen_refused_ = false;
+  return ok;
+}
+
+void ClientImpl::OpenListen() {
+  std::shared_ptr<Connection> conn;
+  mcp::Request request;
+  int64_t old = 0;
+  bool open = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || !ready_ || !modern_ || !conn_) return;
+    const nlohmann::json& caps = info_.capabilities;
+    auto offers = [&](const char* feature, const char* flag) {
+      return caps.contains(feature) && caps[feature].is_object() &&
+             caps[feature].value(flag, false) == true;
+    };
+    nlohmann::json filter = nlohmann::json::object();
+    if (offers("tools", "listChanged")) filter["toolsListChanged"] = true;
+    if (offers("prompts", "listChanged")) filter["promptsListChanged"] = true;
+    if (offers("resources", "listChanged")) filter["resourcesListChanged"] = true;
+    if (offers("resources", "subscribe") && !subscriptions_.empty())
+      filter["resourceSubscriptions"] = nlohmann::json(subscriptions_);
+    old = std::exchange(listen_id_, 0);
+    listen_retry_at_.reset();
+    conn = conn_;
+    if (!filter.empty() && !listen_refused_) {
+      const int64_t id = next_id_++;
+      const uint64_t generation = generation_;
+      Pending p;
+      p.method = "subscriptions/listen";
+      p.sent = true;
+      p.generation = generation;
+      p.internal = true;  // no deadline: it lasts as long as the server keeps it
+      p.handle = id;
+      std::weak_ptr<Life> life = life_;
+      p.done = [life, generation, id](mcp::Message reply) {
+        if (auto l = life.lock()) {
+          std::lock_guard<std::mutex> guard(l->mu);
+          if (l->self) l->self->OnListenEnded(generation, id, reply);
+        }
+      };
+      pending_.emplace(id, std::move(p));
+      listen_id_ = id;
+      request = mcp::Request{mcp::Id(id), "subscriptions/listen",
+                             DecorateLocked(nlohmann::json{{"notifications", std::move(filter)}})};
+      open = true;
+    }
+  }
+  if (open) conn->Send(request);
+  if (old != 0) {
+    // The new stream is asked for first, so that no change falls between the two.
+    bool had;
+    bool modern;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      had = TakeLocked(old).has_value();
+      modern = modern_;
+    }
+    if (had) CancelOnWire(*conn, old, "replaced", modern);
+  }
+}
+
+void ClientImpl::OnListenEnded(uint64_t generation, int64_t id, const mcp::Message& reply) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || id != listen_id_ || generation != generation_ || !ready_) return;
+    listen_id_ = 0;
+    const auto* error = std::get_if<mcp::ErrorResponse>(&reply);
+    const std::string ours = "upstream " + spec_.name + ": ";
+    if (error != nullptr && error->message.rfind(ours, 0) != 0) {
+      // The server itself refused the stream: asking again would be refused again. A new
+      // subscription tries once more.
+      listen_refused_ = true;
+      return;
+    }
+    // The server ended it (a graceful end, or the stream broke): open it again, backing off.
+    listen_retry_at_ = Clock::now() + listen_backoff_;
+    listen_backoff_ = std::min(listen_backoff_ * 2, kListenBackoffMax);
+  }
+  timer_cv_.notify_all();
 }
 
 void ClientImpl::CloseCurrent() {
@@ -540,26 +935,32 @@ void ClientImpl::GiveUp(const std::string& why) {
 void ClientImpl::TimerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!timer_stop_) {
+    if (listen_retry_at_ && Clock::now() >= *listen_retry_at_) {
+      listen_retry_at_.reset();
+      lock.unlock();
+      OpenListen();
+      lock.lock();
+      continue;
+    }
     if (deadlines_.empty()) {
-      timer_cv_.wait(lock);
+      if (listen_retry_at_)
+        timer_cv_.wait_until(lock, *listen_retry_at_);
+      else
+        timer_cv_.wait(lock);
       continue;
     }
     const auto [when, id] = *deadlines_.begin();
     if (Clock::now() < when) {
-      timer_cv_.wait_until(lock, when);
+      timer_cv_.wait_until(lock, listen_retry_at_ ? std::min(when, *listen_retry_at_) : when);
       continue;
     }
     std::optional<Pending> p = TakeLocked(id);
     if (!p) continue;
     std::shared_ptr<Connection> conn;
-    if (p->sent && conn_ && p->generation == generation_) conn = conn_;
+    if (p->sent && !p->awaiting_input && conn_ && p->generation == generation_) conn = conn_;
+    const bool modern = modern_;
     lock.unlock();
-    if (conn) {
-      conn->Send(mcp::Notification{
-          "notifications/cancelled",
-          nlohmann::json{{"requestId", id}, {"reason", "timed out after " + Millis(p->timeout)}}});
-      conn->Abandon(id);
-    }
+    if (conn) CancelOnWire(*conn, id, "timed out after " + Millis(p->timeout), modern);
     p->done(Error(id, kTimedOut, "request timed out after " + Millis(p->timeout)));
     lock.lock();
   }
@@ -569,6 +970,12 @@ void ClientImpl::OnMessage(uint64_t generation, mcp::Message message) {
   if (auto* request = std::get_if<mcp::Request>(&message))
     return OnServerRequest(generation, std::move(*request));
   if (auto* notification = std::get_if<mcp::Notification>(&message)) {
+    if (notification->method == "notifications/subscriptions/acknowledged") {
+      // The listen stream is up: the next break backs off from the start again.
+      std::lock_guard<std::mutex> lock(mu_);
+      listen_backoff_ = kListenBackoffInitial;
+      return;
+    }
     if (events_.on_notification) events_.on_notification(*notification);
     return;
   }
@@ -578,13 +985,165 @@ void ClientImpl::OnMessage(uint64_t generation, mcp::Message message) {
   // Our ids are integers; anything else is not an answer to us.
   if (!id || !id->AsInt64()) return;
   std::optional<Pending> p;
+  int rounds = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = pending_.find(*id->AsInt64());
-    if (it == pending_.end() || !it->second.sent || it->second.generation != generation) return;
-    p = TakeLocked(*id->AsInt64());
+    if (it == pending_.end() || !it->second.sent || it->second.awaiting_input ||
+        it->second.generation != generation)
+      return;
+    if (modern_ && it->second.retry_params && IsInputRequired(message)) {
+      // Kept (with its deadline) while the answers are gathered.
+      it->second.awaiting_input = true;
+      rounds = ++it->second.rounds;
+    } else {
+      p = TakeLocked(*id->AsInt64());
+    }
   }
+  if (!p) return OnInputRequired(*id->AsInt64(), std::get<mcp::Response>(message).result, rounds);
   p->done(std::move(message));
+}
+
+void ClientImpl::OnInputRequired(int64_t id, const nlohmann::json& result, int rounds) {
+  if (rounds > options_.max_input_rounds)
+    return FailInput(id, mcp::kInternalError,
+                     "the server asked for input " + std::to_string(rounds) +
+                         " times for one call; warden gives up after " +
+                         std::to_string(options_.max_input_rounds));
+  auto round = std::make_shared<InputRound>();
+  auto requests = result.find("inputRequests");
+  auto state = result.find("requestState");
+  const bool has_requests = requests != result.end();
+  const bool has_state = state != result.end();
+  if (!has_requests && !has_state)
+    return FailInput(id, mcp::kInternalError,
+                     "input_required without inputRequests or requestState");
+  if (has_state) {
+    if (!state->is_string())
+      return FailInput(id, mcp::kInternalError, "input_required with a requestState that is not a string");
+    round->request_state = state->get<std::string>();
+  }
+  std::vector<std::pair<std::string, mcp::Request>> questions;
+  if (has_requests) {
+    if (!requests->is_object())
+      return FailInput(id, mcp::kInternalError, "input_required with inputRequests that is not an object");
+    if (requests->size() > kMaxInputRequests)
+      return FailInput(id, mcp::kInternalError,
+                       "input_required with more than " + std::to_string(kMaxInputRequests) +
+                           " inputRequests");
+    int index = 0;
+    for (auto it = requests->begin(); it != requests->end(); ++it, ++index) {
+      const nlohmann::json& q = *it;
+      const std::string method =
+          q.is_object() && q.contains("method") && q["method"].is_string() ? q["method"].get<std::string>() : "";
+      if (method != "elicitation/create" && method != "sampling/createMessage" && method != "roots/list")
+        return FailInput(id, mcp::kInternalError,
+                         "inputRequests." + it.key() +
+                             " is not an elicitation/create, sampling/createMessage or roots/list request");
+      std::optional<nlohmann::json> params;
+      if (q.contains("params")) {
+        if (!q["params"].is_object())
+          return FailInput(id, mcp::kInternalError, "inputRequests." + it.key() + ".params is not an object");
+        params = q["params"];
+      }
+      // An id of the client's own: the gateway forwards the question with its own ids anyway.
+      mcp::Request question{mcp::Id("warden-input-" + std::to_string(id) + "-" + std::to_string(index)),
+                            method, std::move(params)};
+      questions.emplace_back(it.key(), std::move(question));
+    }
+  }
+  if (questions.empty()) return RetryWithInput(id, round);
+  if (!events_.on_request)
+    return FailInput(id, mcp::kMethodNotFound, "the server asked for input, which nobody here can give");
+  round->remaining = questions.size();
+  std::weak_ptr<Life> life = life_;
+  for (auto& [key, question] : questions) {
+    auto once = std::make_shared<std::atomic<bool>>(false);
+    auto reply = [life, round, key = key, id, once](mcp::Message m) {
+      if (once->exchange(true)) return;
+      if (auto l = life.lock()) {
+        std::lock_guard<std::mutex> guard(l->mu);
+        if (l->self) l->self->AnswerInput(id, round, key, m);
+      }
+    };
+    events_.on_request(question, std::move(reply));
+  }
+}
+
+void ClientImpl::AnswerInput(int64_t id, const std::shared_ptr<InputRound>& round,
+                             const std::string& key, const mcp::Message& reply) {
+  bool complete = false;
+  std::optional<mcp::ErrorResponse> refused;
+  {
+    std::lock_guard<std::mutex> lock(round->mu);
+    if (round->failed) return;
+    if (const auto* error = std::get_if<mcp::ErrorResponse>(&reply)) {
+      round->failed = true;
+      refused = *error;
+    } else if (const auto* ok = std::get_if<mcp::Response>(&reply)) {
+      round->responses[key] = ok->result;
+      complete = --round->remaining == 0;
+    } else {
+      round->failed = true;
+      refused = mcp::MakeError(std::nullopt, mcp::kInternalError, "no answer");
+    }
+  }
+  if (refused)
+    return FailInput(id, refused->code,
+                     "the client did not answer the server's question '" + key + "': " +
+                         refused->message);
+  if (complete) RetryWithInput(id, round);
+}
+
+void ClientImpl::RetryWithInput(int64_t id, const std::shared_ptr<InputRound>& round) {
+  std::shared_ptr<Connection> conn;
+  mcp::Request request;
+  std::map<std::string, std::string> headers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end() || !it->second.awaiting_input) return;  // cancelled or timed out
+    std::optional<Pending> taken = TakeLocked(id);
+    Pending p = std::move(*taken);
+    nlohmann::json params = *p.retry_params;
+    params.erase("inputResponses");
+    params.erase("requestState");
+    {
+      std::lock_guard<std::mutex> guard(round->mu);
+      if (!round->responses.empty()) params["inputResponses"] = round->responses;
+      if (round->request_state) params["requestState"] = *round->request_state;
+    }
+    // A retry is a request of its own (a new id), the same call for the caller (same handle,
+    // same deadline).
+    const int64_t next = next_id_++;
+    p.awaiting_input = false;
+    p.params = std::move(params);
+    p.sent = false;
+    if (p.handle != next) aliases_[p.handle] = next;
+    deadlines_.emplace(p.deadline, next);
+    // A server that restarted meanwhile takes the retry as well: the state is in the request.
+    if (ready_ && conn_ && modern_) {
+      p.sent = true;
+      p.generation = generation_;
+      conn = conn_;
+      request = WireLocked(next, p);
+      headers = p.headers;
+    }
+    pending_.emplace(next, std::move(p));
+  }
+  timer_cv_.notify_one();
+  if (conn) SendOn(*conn, request, headers);
+}
+
+void ClientImpl::FailInput(int64_t id, int code, const std::string& what) {
+  std::optional<Pending> p;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end() || !it->second.awaiting_input) return;
+    p = TakeLocked(id);
+  }
+  p->done(Error(id, code, what));
 }
 
 void ClientImpl::OnServerRequest(uint64_t generation, mcp::Request request) {
@@ -643,8 +1202,9 @@ void ClientImpl::OnRequestFailed(uint64_t generation, int64_t id, const std::str
 // override what the transport itself must control.
 Status ValidateHeaders(const std::map<std::string, std::string>& headers) {
   static const std::set<std::string> kOwned = {
-      "host",   "content-length", "content-type",         "transfer-encoding", "connection",
-      "accept", "mcp-session-id", "mcp-protocol-version", "last-event-id"};
+      "host",          "content-length", "content-type", "transfer-encoding",
+      "connection",    "accept",         "mcp-session-id", "mcp-protocol-version",
+      "last-event-id", "mcp-method",     "mcp-name"};
   for (const auto& [name, value] : headers) {
     const bool token = !name.empty() && std::all_of(name.begin(), name.end(), [](unsigned char c) {
       return std::isalnum(c) || std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) !=
@@ -655,7 +1215,7 @@ Status ValidateHeaders(const std::map<std::string, std::string>& headers) {
       return Status::Error("header '" + name + "' has a CR, LF or NUL in its value");
     std::string lower = name;
     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (kOwned.count(lower))
+    if (kOwned.count(lower) || lower.rfind("mcp-param-", 0) == 0)
       return Status::Error("header '" + name + "' is set by the transport and cannot be given");
   }
   return Status::Ok();

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,13 +50,28 @@ struct Spec {
   std::function<std::map<std::string, std::string>()> request_headers;
 };
 
+// Which revision of MCP to speak to the server. kAuto probes with `server/discover` (2026-07-28's
+// own method) before anything else: a DiscoverResult naming 2026-07-28 means modern, any other
+// answer (an error that is not one of the new revision's own, silence for probe_timeout, an HTTP
+// error without a modern JSON-RPC error) means legacy and the initialize handshake follows, as
+// the revision's backward-compatibility rules say. kLegacy skips the probe; kModern fails the
+// start (fatal) when the probe finds a legacy server. docs/upstream.md ("Two eras").
+enum class Era { kAuto, kLegacy, kModern };
+
 struct ClientOptions {
   // What this client says of itself in initialize (the gateway passes the downstream client's
   // capabilities and info through, so that sampling/elicitation/roots are offered upstream only
   // when the real client supports them).
   nlohmann::json client_info = {{"name", "warden"}, {"version", "0.1.0"}};
   nlohmann::json client_capabilities = nlohmann::json::object();
-  std::string protocol_version = "2025-11-25";       // asked for; the server's answer is kept
+  std::string protocol_version = "2025-11-25";  // asked for in initialize; the answer is kept
+  Era era = Era::kAuto;
+  // How long the server/discover probe may go unanswered before the server counts as legacy (a
+  // legacy stdio server may ignore a request that comes before initialize).
+  std::chrono::milliseconds probe_timeout{5000};
+  // A modern server's input_required results one call may go through before warden gives up on
+  // it (a server that asks forever).
+  int max_input_rounds = 8;
   std::chrono::milliseconds connect_timeout{20000};  // spawn/connect + initialize
   std::chrono::milliseconds request_timeout{60000};  // default per request
   // Restarts after the server dies: backoff doubles from initial to max; after max_restarts
@@ -74,9 +90,10 @@ enum class State {
 };
 const char* StateName(State state);
 
-// What the server said in its initialize result.
+// What the server said in its initialize result (legacy) or its DiscoverResult (modern).
 struct ServerInfo {
-  std::string protocol_version;
+  std::string protocol_version;  // "2026-07-28" when modern
+  bool modern = false;
   nlohmann::json capabilities = nlohmann::json::object();
   nlohmann::json server_info = nlohmann::json::object();  // {name, version, ...}
   std::string instructions;
@@ -92,10 +109,29 @@ struct Events {
   // roots/list, ping). `reply` must be called exactly once with a Response or ErrorResponse
   // whose id is the request's id; it may be called from any thread, later. When not set, the
   // client answers ping itself and everything else with -32601.
+  // A modern server asks its questions in an input_required result instead: each of its
+  // inputRequests comes here as such a request (with an id of the client's own making), and when
+  // every one is answered the client retries the call with the answers and the server's
+  // requestState, which never leaves the client. The call's Done sees only the final answer.
   std::function<void(const mcp::Request&, std::function<void(mcp::Message)> reply)> on_request;
   // The state changed. `why` says what happened ("exited with status 1", "initialize timed out").
   // After every transition to kReady the server may have new tools: the gateway lists again.
   std::function<void(State, const std::string& why)> on_state;
+};
+
+// How to send one request (Client::SendRequest).
+struct SendOptions {
+  std::chrono::milliseconds timeout{0};  // zero: ClientOptions::request_timeout
+  // HTTP headers for this request alone (a token minted for one call), sent instead of
+  // Spec::request_headers when not empty. stdio has no headers.
+  std::map<std::string, std::string> headers;
+  // A modern server's input_required result goes to Done as it came, for the caller to relay
+  // (a 2026 client of warden answers it and retries), instead of being asked through
+  // Events::on_request and retried here.
+  bool relay_input_required = false;
+  // The client capabilities this request declares to a modern server (its _meta), instead of
+  // ClientOptions::client_capabilities: what the client behind this one request can answer.
+  std::optional<nlohmann::json> client_capabilities;
 };
 
 class Client {
@@ -122,6 +158,11 @@ class Client {
   virtual bool WaitReady(std::chrono::milliseconds timeout) = 0;
   // Sends a request. A request sent while starting or restarting waits for kReady (up to its
   // timeout). Returns a handle for Cancel. timeout zero: options.request_timeout.
+  // To a modern server every request carries params._meta (protocol version, the client's
+  // capabilities and info, the log level last set) and, on HTTP, the headers that mirror it; the
+  // methods the revision removed are answered here: ping and logging/setLevel with {}, and
+  // resources/(un)subscribe with {} after the subscriptions/listen stream is reopened with the
+  // new set of resources.
   virtual uint64_t Send(const std::string& method, nlohmann::json params, Done done,
                         std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) = 0;
   // Send with HTTP headers for this request alone (a token minted for one call); they are sent
@@ -132,6 +173,13 @@ class Client {
                                    std::map<std::string, std::string> headers) {
     (void)headers;
     return Send(method, std::move(params), std::move(done), timeout);
+  }
+  // Send with every option (SendOptions). A client that is no MCP client of ours (test doubles)
+  // may keep this default, which honours only the timeout and the headers.
+  virtual uint64_t SendRequest(const std::string& method, nlohmann::json params, Done done,
+                               SendOptions options) {
+    return SendWithHeaders(method, std::move(params), std::move(done), options.timeout,
+                           std::move(options.headers));
   }
   // Cancels a request in flight: sends notifications/cancelled {requestId, reason} upstream and
   // completes its Done with -32800. Nothing happens for a handle already done.

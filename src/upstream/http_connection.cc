@@ -9,6 +9,7 @@
 // upstream's ca_file): a slow request never holds up another. The only file of src/upstream that
 // includes Asio and Beast (slow to compile); keep it that way.
 #include <atomic>
+#include <cstdio>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "common/guard.h"
+#include "mcp/modern.h"
 #include "upstream/connection.h"
 #include "upstream/http_url.h"
 #include "upstream/sse.h"
@@ -65,6 +67,11 @@ struct Exchange {
   std::string sent_session;  // the session id this exchange carried
   int resumes = 0;
   std::map<std::string, std::string> headers;  // for this request alone (a per-call token)
+  // A 2026-07-28 request: the headers that mirror its body (MCP-Protocol-Version, Mcp-Method,
+  // Mcp-Name, Mcp-Param-*), set after every other header. `tools_list`: its reply's tools are
+  // checked for x-mcp-header annotations.
+  std::vector<std::pair<std::string, std::string>> mirror;
+  bool tools_list = false;
 };
 
 // How an exchange ended.
@@ -128,6 +135,11 @@ class HttpConnection final : public Connection {
   // Parses one JSON text from the server and hands its messages on; sets `got_response` when one
   // answers ex.request_id.
   void Dispatch(std::string_view text, const Exchange& ex, bool& got_response);
+  // A modern request: its mirror headers (the body is the truth they are made from).
+  void Mirror(const mcp::Request& request, Exchange& ex);
+  // A tools/list reply from a modern server: tools whose x-mcp-header annotations break the
+  // revision's rules are left out (with a warning), the others' annotations remembered.
+  void CheckToolHeaders(mcp::Response& response);
   void Spawn(Exchange ex);
   bool Track(int64_t id, const std::shared_ptr<beast::tcp_stream>& stream);  // false: abandoned
   bool Abandoned(int64_t id);
@@ -150,6 +162,8 @@ class HttpConnection final : public Connection {
   bool dead_reported_ = false;
   std::map<int64_t, Active> active_;
   std::atomic<bool> closing_{false};
+  // A modern server's x-mcp-header annotations, by tool name, from the tools/list replies seen.
+  std::map<std::string, std::vector<mcp::ParamHeader>> param_headers_;
 
   std::mutex close_mu_;
   bool closed_ = false;
@@ -205,12 +219,57 @@ void HttpConnection::SendWithHeaders(const mcp::Message& message,
   if (const auto* request = std::get_if<mcp::Request>(&message)) {
     ex.request_id = request->id.AsInt64();
     ex.initialize = request->method == "initialize";
+    if (!mcp::MetaProtocolVersion(*request).empty()) Mirror(*request, ex);
     if (ex.request_id) {
       std::lock_guard<std::mutex> lock(mu_);
       active_[*ex.request_id];
     }
   }
   Spawn(std::move(ex));
+}
+
+void HttpConnection::Mirror(const mcp::Request& request, Exchange& ex) {
+  ex.mirror.emplace_back("MCP-Protocol-Version", mcp::MetaProtocolVersion(request));
+  // A method that is not plain text cannot be mirrored (and is no method the server knows).
+  if (mcp::EncodeHeaderValue(request.method) == request.method)
+    ex.mirror.emplace_back("Mcp-Method", request.method);
+  if (auto name = mcp::NameOf(request)) ex.mirror.emplace_back("Mcp-Name", mcp::EncodeHeaderValue(*name));
+  ex.tools_list = request.method == "tools/list";
+  if (request.method != "tools/call" || !request.params) return;
+  const auto name = mcp::NameOf(request);
+  auto arguments = request.params->find("arguments");
+  if (!name || arguments == request.params->end()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto annotated = param_headers_.find(*name);
+  if (annotated == param_headers_.end()) return;
+  for (const mcp::ParamHeader& h : annotated->second)
+    if (auto value = mcp::ParamHeaderValue(*arguments, h.path))
+      ex.mirror.emplace_back("Mcp-Param-" + h.header, std::move(*value));
+}
+
+void HttpConnection::CheckToolHeaders(mcp::Response& response) {
+  auto tools = response.result.is_object() ? response.result.find("tools") : response.result.end();
+  if (!response.result.is_object() || tools == response.result.end() || !tools->is_array()) return;
+  constexpr std::size_t kMaxRemembered = 10000;
+  nlohmann::json kept = nlohmann::json::array();
+  for (auto& tool : *tools) {
+    std::vector<mcp::ParamHeader> headers;
+    if (auto error = mcp::ReadParamHeaders(tool, headers)) {
+      std::fprintf(stderr, "warden: upstream %s: tool left out: %s\n", spec_.name.c_str(),
+                   error->c_str());
+      continue;
+    }
+    if (tool.contains("name") && tool["name"].is_string()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      const std::string name = tool["name"].get<std::string>();
+      if (headers.empty())
+        param_headers_.erase(name);
+      else if (param_headers_.size() < kMaxRemembered || param_headers_.count(name))
+        param_headers_[name] = std::move(headers);
+    }
+    kept.push_back(std::move(tool));
+  }
+  *tools = std::move(kept);
 }
 
 void HttpConnection::Initialized(const std::string& protocol_version, Clock::time_point deadline) {
@@ -346,6 +405,7 @@ http::request<http::string_body> HttpConnection::BuildRequest(Exchange& ex) {
     for (const auto& [name, value] : spec_.request_headers()) req.set(name, value);
   }
   for (const auto& [name, value] : ex.headers) req.set(name, value);
+  for (const auto& [name, value] : ex.mirror) req.set(name, value);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!ex.initialize && !session_id_.empty()) {
@@ -577,7 +637,11 @@ void HttpConnection::Dispatch(std::string_view text, const Exchange& ex, bool& g
       std::optional<mcp::Id> id;
       if (const auto* r = std::get_if<mcp::Response>(message)) id = r->id;
       if (const auto* e = std::get_if<mcp::ErrorResponse>(message)) id = e->id;
-      if (id && id->AsInt64() == ex.request_id) got_response = true;
+      if (id && id->AsInt64() == ex.request_id) {
+        got_response = true;
+        if (ex.tools_list)
+          if (auto* response = std::get_if<mcp::Response>(message)) CheckToolHeaders(*response);
+      }
     }
     if (closing_) return;
     sink_.on_message(std::move(*message));

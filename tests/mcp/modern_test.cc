@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <vector>
+
 #include "common/base64.h"
 
 namespace warden::mcp {
@@ -127,6 +130,90 @@ TEST(Modern, RemovedMethodsAndResultType) {
   json ir = {{"resultType", "input_required"}};
   MarkComplete(ir);
   EXPECT_EQ(ir["resultType"], "input_required");
+}
+
+// The spec's own encoding table (streamable-http, "Value Encoding"), then the round trip.
+TEST(Modern, HeaderValuesEncodeWhatIsNotPlainAscii) {
+  EXPECT_EQ(EncodeHeaderValue("us-west1"), "us-west1");
+  EXPECT_EQ(EncodeHeaderValue("Hello, \xe4\xb8\x96\xe7\x95\x8c"), "=?base64?SGVsbG8sIOS4lueVjA==?=");
+  EXPECT_EQ(EncodeHeaderValue(" padded "), "=?base64?IHBhZGRlZCA=?=");
+  EXPECT_EQ(EncodeHeaderValue("line1\nline2"), "=?base64?bGluZTEKbGluZTI=?=");
+  EXPECT_EQ(EncodeHeaderValue("=?base64?literal?="), "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=");
+  EXPECT_EQ(EncodeHeaderValue(""), "");
+  for (const std::string& v : std::vector<std::string>{"a\r\nInjected: 1", std::string("nul\0in", 6), "tab\there", "\x7f"}) {
+    const std::string encoded = EncodeHeaderValue(v);
+    EXPECT_EQ(encoded.find_first_of("\r\n\t\x7f" + std::string(1, '\0')), std::string::npos) << encoded;
+    EXPECT_EQ(DecodeHeaderValue(encoded), v);
+  }
+}
+
+TEST(Modern, OnlyTheNewRevisionsOwnErrorsMarkAModernServer) {
+  EXPECT_TRUE(IsModernErrorCode(kUnsupportedProtocolVersion));
+  EXPECT_TRUE(IsModernErrorCode(kHeaderMismatch));
+  EXPECT_TRUE(IsModernErrorCode(kMissingRequiredClientCapability));
+  for (int legacy : {-32601, -32602, -32600, -32000, -32603}) EXPECT_FALSE(IsModernErrorCode(legacy));
+}
+
+TEST(Modern, ParamHeadersAreReadWhereTheRevisionAllowsThem) {
+  std::vector<ParamHeader> headers;
+  json tool = {{"name", "sql"},
+               {"inputSchema",
+                {{"type", "object"},
+                 {"properties",
+                  {{"region", {{"type", "string"}, {"x-mcp-header", "Region"}}},
+                   {"opts", {{"type", "object"},
+                             {"properties", {{"dry", {{"type", "boolean"}, {"x-mcp-header", "Dry-Run"}}}}}}},
+                   {"query", {{"type", "string"}, {"default", {{"x-mcp-header", "NotAnAnnotation"}}}}}}}}}};
+  ASSERT_EQ(ReadParamHeaders(tool, headers), std::nullopt);
+  ASSERT_EQ(headers.size(), 2u);
+  std::map<std::string, std::vector<std::string>> by_header;
+  for (const auto& h : headers) by_header[h.header] = h.path;
+  EXPECT_EQ(by_header["Region"], (std::vector<std::string>{"region"}));
+  EXPECT_EQ(by_header["Dry-Run"], (std::vector<std::string>{"opts", "dry"}));
+  const json args = {{"region", "eu"}, {"opts", {{"dry", true}}}, {"query", "q"}};
+  EXPECT_EQ(ParamHeaderValue(args, {"region"}), "eu");
+  EXPECT_EQ(ParamHeaderValue(args, {"opts", "dry"}), "true");
+  EXPECT_EQ(ParamHeaderValue(json{{"n", -7}}, {"n"}), "-7");
+  EXPECT_EQ(ParamHeaderValue(json{{"n", int64_t{1} << 53}}, {"n"}), std::nullopt) << "unsafe integer";
+  EXPECT_EQ(ParamHeaderValue(json{{"n", 1.5}}, {"n"}), std::nullopt);
+  EXPECT_EQ(ParamHeaderValue(json::object(), {"region"}), std::nullopt) << "absent: no header";
+  EXPECT_EQ(ParamHeaderValue(json{{"region", " x"}}, {"region"}), "=?base64?IHg=?=");
+  EXPECT_EQ(ReadParamHeaders(json{{"name", "plain"}}, headers), std::nullopt);
+  EXPECT_TRUE(headers.empty());
+}
+
+TEST(Modern, ParamHeadersThatBreakTheRulesInvalidateTheTool) {
+  auto error = [](json properties) {
+    std::vector<ParamHeader> headers;
+    json tool = {{"name", "t"}, {"inputSchema", {{"type", "object"}, {"properties", properties}}}};
+    auto e = ReadParamHeaders(tool, headers);
+    EXPECT_TRUE(headers.empty());
+    return e.value_or("");
+  };
+  EXPECT_NE(error({{"a", {{"type", "array"}, {"items", {{"type", "string"}, {"x-mcp-header", "A"}}}}}})
+                .find("not reached through `properties` keys alone"),
+            std::string::npos);
+  EXPECT_NE(error({{"a", {{"oneOf", json::array({{{"type", "string"}, {"x-mcp-header", "A"}}})}}}})
+                .find("not reached"),
+            std::string::npos);
+  EXPECT_NE(error({{"a", {{"type", "number"}, {"x-mcp-header", "A"}}}}).find("not of type string"),
+            std::string::npos);
+  EXPECT_NE(error({{"a", {{"type", "string"}, {"x-mcp-header", "Bad Name"}}}}).find("not an HTTP token"),
+            std::string::npos);
+  EXPECT_NE(error({{"a", {{"type", "string"}, {"x-mcp-header", ""}}}}).find("not an HTTP token"),
+            std::string::npos);
+  EXPECT_NE(error({{"a", {{"type", "string"}, {"x-mcp-header", "Same"}}},
+                   {"b", {{"type", "string"}, {"x-mcp-header", "sAME"}}}})
+                .find("given twice"),
+            std::string::npos);
+  std::vector<ParamHeader> headers;
+  json root = {{"name", "t"}, {"inputSchema", {{"type", "string"}, {"x-mcp-header", "Root"}}}};
+  EXPECT_TRUE(ReadParamHeaders(root, headers).has_value()) << "the root is no parameter";
+  // Deep nesting is refused, not recursed without end.
+  json deep = {{"type", "string"}};
+  for (int i = 0; i < 100; ++i) deep = {{"type", "object"}, {"properties", {{"p", deep}}}};
+  json deep_tool = {{"name", "t"}, {"inputSchema", deep}};
+  EXPECT_TRUE(ReadParamHeaders(deep_tool, headers).has_value());
 }
 
 }  // namespace

@@ -760,6 +760,13 @@ TEST(PolicyLoaderTest, UpstreamInstanceModel) {
   EXPECT_LOAD_ERROR(head + "    idle: soon\n", "test.yaml:5: upstreams.t.idle:");
   EXPECT_LOAD_ERROR(head + "    idle: 400h\n",
                     "test.yaml:5: upstreams.t.idle: expected at most 168h, got '400h'");
+  // Which MCP revision warden speaks to it: probed unless pinned.
+  EXPECT_EQ(d.protocol, "auto");
+  EXPECT_EQ(MustLoad(head + "    protocol: 2026-07-28\n").upstreams.at("t").protocol, "2026-07-28");
+  EXPECT_EQ(MustLoad(head + "    protocol: \"2025-11-25\"\n").upstreams.at("t").protocol, "2025-11-25");
+  EXPECT_LOAD_ERROR(head + "    protocol: 2024-11-05\n",
+                    "test.yaml:5: upstreams.t.protocol: expected auto, 2025-11-25 or 2026-07-28, "
+                    "got '2024-11-05'");
 }
 
 TEST(PolicyLoaderTest, HttpsUpstreamKeepsItsCaFile) {

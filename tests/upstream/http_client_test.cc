@@ -38,13 +38,7 @@ Spec HttpSpec(const std::string& url, const std::string& ca_file = "") {
 std::unique_ptr<Client> Started(const std::string& url, Events events = {},
                                 ClientOptions options = FastOptions(),
                                 const std::string& ca_file = "") {
-  auto made = Client::Create(HttpSpec(url, ca_file), std::move(events), options);
-  EXPECT_TRUE(made.ok()) << made.status().message();
-  if (!made.ok()) return nullptr;
-  auto client = std::move(*made);
-  client->Start();
-  EXPECT_TRUE(client->WaitReady(8s)) << "state " << StateName(client->state());
-  return client;
+  return testing::StartClient(HttpSpec(url, ca_file), std::move(events), options);
 }
 
 nlohmann::json Stats(const std::string& url) {

@@ -37,6 +37,22 @@ Spec EchoSpec(const std::string& name, std::vector<std::string> extra_args) {
   return spec;
 }
 
+Spec ModernSpec(const std::string& name) {
+  Spec spec = EchoSpec(name);
+  spec.command = {"python3", FixturesDir() + "/modern_server.py"};
+  return spec;
+}
+
+std::unique_ptr<Client> StartClient(Spec spec, Events events, ClientOptions options) {
+  auto made = Client::Create(std::move(spec), std::move(events), options);
+  EXPECT_TRUE(made.ok()) << made.status().message();
+  if (!made.ok()) return nullptr;
+  auto client = std::move(*made);
+  client->Start();
+  EXPECT_TRUE(client->WaitReady(std::chrono::seconds(8))) << "state " << StateName(client->state());
+  return client;
+}
+
 ClientOptions FastOptions() {
   ClientOptions o;
   o.connect_timeout = std::chrono::milliseconds(8000);
@@ -95,10 +111,10 @@ std::vector<pid_t> Descendants(pid_t root) {
 
 bool ProcessGone(pid_t pid) { return !std::filesystem::exists("/proc/" + std::to_string(pid)); }
 
-HttpFixture::HttpFixture(std::vector<std::string> extra_args) {
+HttpFixture::HttpFixture(std::vector<std::string> extra_args, const std::string& script) {
   int out[2];
   EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
-  std::vector<std::string> args = {"python3", FixturesDir() + "/http_echo_server.py"};
+  std::vector<std::string> args = {"python3", FixturesDir() + "/" + script};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

@@ -62,6 +62,13 @@ struct Recorder {
 // no cgroup limits so the tests need no cgroup delegation).
 Spec EchoSpec(const std::string& name = "echo", std::vector<std::string> extra_args = {});
 
+// A stdio upstream running fixtures/modern_server.py (MCP 2026-07-28 only), sandboxed the same way.
+Spec ModernSpec(const std::string& name = "modern");
+
+// Creates and starts a client for `spec`, waiting (8 s) until it is ready; null (and a test
+// failure) when it cannot be created, a test failure when it is not ready.
+std::unique_ptr<Client> StartClient(Spec spec, Events events, ClientOptions options);
+
 // Options with short backoff so restarts happen quickly in tests.
 ClientOptions FastOptions();
 
@@ -83,7 +90,8 @@ bool ProcessGone(pid_t pid);
 // Runs fixtures/http_echo_server.py (not sandboxed: it is the remote end) on 127.0.0.1.
 class HttpFixture {
  public:
-  explicit HttpFixture(std::vector<std::string> extra_args = {});
+  explicit HttpFixture(std::vector<std::string> extra_args = {},
+                       const std::string& script = "http_echo_server.py");
   ~HttpFixture();
   HttpFixture(const HttpFixture&) = delete;
   HttpFixture& operator=(const HttpFixture&) = delete;

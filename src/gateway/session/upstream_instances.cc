@@ -1,5 +1,6 @@
 #include "gateway/session/upstream_instances.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <future>
 
@@ -130,10 +131,17 @@ void UpstreamInstance::Abandon(uint64_t ticket) {
   if (then) core_.Post([then = std::move(then)] { then(false); });
 }
 
-void UpstreamInstance::ListTools(bool announce) {
+std::chrono::milliseconds ListRefreshAfter(int64_t ttl_ms) {
+  constexpr int64_t kDay = 24LL * 3600 * 1000;
+  return std::chrono::milliseconds(std::clamp<int64_t>(ttl_ms, kMinListTtl.count(), kDay));
+}
+
+void UpstreamInstance::ListTools(bool announce, bool only_if_changed) {
   if (stopped()) return;
-  auto listed = ListAllPages(id_.upstream, "tools/list", "tools",
-                             [this](json params) { return client_->Call("tools/list", params); });
+  std::optional<int64_t> ttl_ms;
+  auto listed = ListAllPages(
+      id_.upstream, "tools/list", "tools",
+      [this](json params) { return client_->Call("tools/list", params); }, &ttl_ms);
   std::set<std::string> shown;
   std::string error;
   json tools = json::array();
@@ -153,22 +161,40 @@ void UpstreamInstance::ListTools(bool announce) {
   } else {
     error = listed.status().message();
   }
+  uint64_t round;
   {
     std::lock_guard lock(mu_);
+    if (only_if_changed && tools == tools_ && shown == shown_ && error == error_) announce = false;
     tools_ = std::move(tools);
     shown_ = std::move(shown);
     error_ = error;
     pin_generation_ = generation;
     listed_ = true;
+    round = ++list_round_;
   }
   Settle();
+  if (ttl_ms && listed) {
+    // The server said how long its list holds (2026-07-28's ttlMs): list again then, unless a
+    // list_changed or a restart has listed meanwhile.
+    std::weak_ptr<UpstreamInstance> weak = weak_from_this();
+    core_.instances().At(Clock::now() + ListRefreshAfter(*ttl_ms), [weak, round] {
+      auto self = weak.lock();
+      if (!self || self->stopped()) return;
+      {
+        std::lock_guard lock(self->mu_);
+        if (self->list_round_ != round) return;
+      }
+      self->core_.Post([self] { self->ListTools(/*announce=*/true, /*only_if_changed=*/true); });
+    });
+  }
   if (announce) {
     for (auto& listener : Listeners()) listener->OnInstanceToolsChanged(*this);
   }
 }
 
 Result<json> ListAllPages(const std::string& upstream, const std::string& method,
-                          const char* member, const std::function<mcp::Message(json)>& send) {
+                          const char* member, const std::function<mcp::Message(json)>& send,
+                          std::optional<int64_t>* ttl_ms) {
   json all = json::array();
   json cursor;
   for (int page = 0; page < 100; ++page) {
@@ -178,6 +204,11 @@ Result<json> ListAllPages(const std::string& upstream, const std::string& method
     if (auto* err = std::get_if<mcp::ErrorResponse>(&reply))
       return Status::Error(method + " on upstream " + upstream + ": " + err->message);
     const json& result = std::get<mcp::Response>(reply).result;
+    if (ttl_ms != nullptr && result.is_object() && result.contains("ttlMs") &&
+        result["ttlMs"].is_number_integer()) {
+      const int64_t ttl = result["ttlMs"].get<int64_t>();
+      if (ttl >= 0 && (!*ttl_ms || ttl < **ttl_ms)) *ttl_ms = ttl;
+    }
     if (result.is_object() && result.contains(member) && result[member].is_array()) {
       for (const json& item : result[member]) all.push_back(item);
     }
@@ -352,7 +383,7 @@ UpstreamInstances::~UpstreamInstances() { StopAll(); }
 std::string UpstreamInstances::Fingerprint(const std::string& name, const policy::Upstream& upstream,
                                            const upstream::Spec& spec) {
   json parts = {name, upstream.prefix, spec.url, spec.ca_file, spec.headers,
-                policy::InstancesName(upstream.instances)};
+                policy::InstancesName(upstream.instances), upstream.protocol};
   if (!spec.command.empty()) parts.push_back(sandbox::RunArgs(spec.sandbox));
   return parts.dump();
 }
@@ -518,6 +549,9 @@ UpstreamInstances::Acquired UpstreamInstances::Acquire(
                    : "warden"},
       {"version", core_.options().server_version}};
   options.protocol_version = protocol_version;
+  options.era = up.protocol == "2025-11-25"   ? upstream::Era::kLegacy
+                : up.protocol == "2026-07-28" ? upstream::Era::kModern
+                                              : upstream::Era::kAuto;
   options.connect_timeout =
       std::chrono::duration_cast<std::chrono::milliseconds>(core_.options().upstream_ready_timeout);
   Status created = instance->Create(std::move(spec), std::move(options));

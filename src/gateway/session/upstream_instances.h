@@ -38,10 +38,17 @@ class GatewayCore;
 class UpstreamInstance;
 
 // Every page of a list method (following nextCursor, at most 100 pages) of upstream `upstream`,
-// each page's request sent with `send`.
+// each page's request sent with `send`. `ttl_ms`, when given, gets the least ttlMs a page
+// carried (a 2026-07-28 server says how long its list may be kept), or stays nullopt.
 Result<nlohmann::json> ListAllPages(const std::string& upstream, const std::string& method,
                                     const char* member,
-                                    const std::function<mcp::Message(nlohmann::json)>& send);
+                                    const std::function<mcp::Message(nlohmann::json)>& send,
+                                    std::optional<int64_t>* ttl_ms = nullptr);
+
+// How long warden keeps an upstream's tool list that came with `ttl_ms` before listing again:
+// at least kMinListTtl (a server saying 0 is not listed in a loop), at most a day.
+inline constexpr std::chrono::milliseconds kMinListTtl{5000};
+std::chrono::milliseconds ListRefreshAfter(int64_t ttl_ms);
 
 // A session holding an instance. Called on the instance's client threads or on workers, never
 // under the instance's lock; none of these may block for long.
@@ -118,7 +125,9 @@ class UpstreamInstance : public std::enable_shared_from_this<UpstreamInstance> {
   void OnState(upstream::State state, const std::string& why);
   void OnNotification(const mcp::Notification& note);
   void OnRequest(const mcp::Request& request, std::function<void(mcp::Message)> reply);
-  void ListTools(bool announce);
+  // Lists the tools. `announce`: tell the sessions (only when the list changed, for
+  // `only_if_changed`: a refresh when the server's ttlMs ran out).
+  void ListTools(bool announce, bool only_if_changed = false);
   Result<std::set<std::string>> Review(const nlohmann::json& tools);
   // Runs (on workers) the waiters the current state decides; under mu_ collects, outside runs.
   void Settle();
@@ -140,6 +149,7 @@ class UpstreamInstance : public std::enable_shared_from_this<UpstreamInstance> {
   nlohmann::json tools_ = nlohmann::json::array();
   std::set<std::string> shown_;
   int64_t pin_generation_ = -1;
+  uint64_t list_round_ = 0;  // ListTools calls so far: a ttlMs refresh timer of an older one is stale
   std::vector<Waiter> waiters_;
   uint64_t next_ticket_ = 1;
   std::vector<std::weak_ptr<InstanceListener>> listeners_;

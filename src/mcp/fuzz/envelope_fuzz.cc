@@ -1,13 +1,16 @@
 // libFuzzer entry point for MCP 2026-07-28's envelope (what every stateless request carries): the
 // input is three header values and a body, separated by newlines. Nothing may crash or throw;
 // headers built from a body by the revision's rules (the name in the =?base64?...?= form) must
-// always match that body; any value survives the base64 header form; whatever ReadRequestMeta
-// accepts has the types it promises. Seed corpus: tests/fuzz/corpus/mcp_envelope/.
+// always match that body; any value survives the base64 header form, and EncodeHeaderValue's
+// output never holds a byte that could end a header; whatever ReadRequestMeta accepts has the
+// types it promises; a body's params read as a tool definition (x-mcp-header annotations, which
+// warden reads from upstreams) never crash and give only header-safe values. Seed corpus: tests/fuzz/corpus/mcp_envelope/.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/base64.h"
 #include "mcp/jsonrpc.h"
@@ -44,6 +47,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // The header form round-trips any bytes.
   Check(DecodeHeaderValue("=?base64?" + Padded(*headers.name) + "?=") == *headers.name);
   (void)DecodeHeaderValue(*headers.name);
+  const std::string encoded = EncodeHeaderValue(*headers.name);
+  Check(DecodeHeaderValue(encoded) == *headers.name);
+  for (char c : encoded) Check(c >= 0x20 && c <= 0x7e);
 
   ParseResult parsed = Parse(rest, ParseOptions{});
   const auto* message = std::get_if<Message>(&parsed.entries.front());
@@ -63,5 +69,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   honest.method = request->method;
   if (auto name = NameOf(*request)) honest.name = "=?base64?" + Padded(*name) + "?=";
   Check(CheckMirrorHeaders(*request, honest).empty());
+  if (auto name = NameOf(*request)) honest.name = EncodeHeaderValue(*name);
+  Check(CheckMirrorHeaders(*request, honest).empty());
+  if (request->params) {
+    std::vector<ParamHeader> annotated;
+    if (!ReadParamHeaders(*request->params, annotated)) {
+      const nlohmann::json arguments = request->params->value("arguments", nlohmann::json());
+      for (const ParamHeader& h : annotated) {
+        Check(!h.path.empty() && !h.header.empty());
+        if (auto value = ParamHeaderValue(arguments, h.path))
+          for (char c : *value) Check(c >= 0x20 && c <= 0x7e);
+      }
+    } else {
+      Check(annotated.empty());
+    }
+  }
   return 0;
 }
