@@ -3,9 +3,10 @@
 // (stateless requests, server/discover, input_required, header checks) and then
 // `--requirements 2025-11-25` (sessions) against the same running `warden serve`, which fronts
 // conformance/dual-era-server.mjs (ours, on the TypeScript SDK v2) over stdio with --no-prefix.
-// warden speaks 2025-11-25 to that upstream, so its questions during a call (elicitation,
-// sampling, roots) reach a 2026 client as warden's own input_required with warden's sealed
-// requestState (docs/requests.md). The server alone passes every scored scenario of both sets
+// warden probes that upstream with server/discover and speaks 2026-07-28 to it, so its
+// input_required reaches a 2026 client relayed (the upstream's own keys, its requestState sealed
+// inside warden's) and a 2025 session as the matching requests over the session
+// (docs/requests.md). The server alone passes every scored scenario of both sets
 // (`node conformance/dual-era-server.mjs --http 0`, then run the referee against it), so a
 // scenario that fails here is warden's.
 //
@@ -20,22 +21,11 @@ import { E2E_DIR, MODULES, NODE, NODE22, startServe, stdioUpstream, tempDir } fr
 const CONFORMANCE = join(MODULES, '@modelcontextprotocol', 'conformance', 'dist', 'index.js');
 const SERVER = join(E2E_DIR, 'conformance', 'dual-era-server.mjs');
 
-// Scored scenarios warden cannot pass while it speaks 2025-11-25 to its upstreams, and why
-// (docs/testing-e2e.md keeps the same list). Each still runs; one that starts passing fails this
-// file, so the list cannot go stale.
+// Scored scenarios warden cannot pass, and why (docs/testing-e2e.md keeps the same list). Each
+// still runs; one that starts passing fails this file, so the list cannot go stale. Empty since
+// warden speaks 2026-07-28 to the upstream and relays its input_required (issue 32).
 const NOT_APPLICABLE = {
-  '2026-07-28': {
-    'input-required-result-basic-elicitation':
-      'the referee expects the upstream\'s own inputRequests key ("user_name"); a 2025 upstream ' +
-      'asks with a JSON-RPC request that has no key, so warden names the question itself',
-    'input-required-result-ignore-extra-params':
-      'answers sent with no requestState under the upstream\'s own key ("user_name") resume ' +
-      'nothing at warden, which names its questions itself: the call asks again (a WARNING)',
-    'input-required-result-capability-check':
-      'a 2025 upstream learns its client\'s capabilities once, at initialize, and asks for ' +
-      'elicitation although this one request declared only sampling; warden refuses to relay it ' +
-      '(-32021) instead of asking a client that cannot answer',
-  },
+  '2026-07-28': {},
   '2025-11-25': {},
 };
 

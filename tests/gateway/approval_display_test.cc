@@ -127,13 +127,7 @@ TEST(ApprovalDisplay, AttackBidiOverrideInArgumentsShowsAsEscapesToPeopleAndTheS
 
   // A client that declared elicitation: with self_approve, it is asked in-band.
   auto session = gw.NewSession(tester, "sess-display");
-  ASSERT_TRUE(testing::SendRequest(*session, 1, "initialize",
-                                   {{"protocolVersion", "2025-11-25"},
-                                    {"capabilities", {{"elicitation", json::object()}}},
-                                    {"clientInfo", {{"name", "t"}, {"version", "1"}}}})
-                  .get()
-                  .contains("result"));
-  session->Handle(mcp::Notification{"notifications/initialized", std::nullopt}, {});
+  ASSERT_TRUE(testing::Initialize2025(*session, {{"elicitation", json::object()}}));
   ASSERT_TRUE(
       testing::SendRequest(*session, 2, "tools/list", json::object()).get().contains("result"));
 

@@ -587,10 +587,7 @@ TEST_F(InBandApprovalsTest, ATwoPersonApprovalIsNeverMetByTheAgentsClientAndItsU
 class ModernInBandTest : public ApprovalsTest {
  protected:
   std::shared_ptr<McpSession> Context(identity::Caller caller, std::string task = "") {
-    auto context = std::make_shared<McpSession>(
-        *gw_->core, std::move(caller),
-        SessionOptions{.transport = "http", .modern = true, .task = std::move(task)});
-    gw_->core->Register(context);
+    auto context = gw_->NewTaskContext(std::move(caller), std::move(task));
     contexts_.push_back(context);
     return context;
   }

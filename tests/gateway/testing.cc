@@ -97,6 +97,24 @@ TestGateway::TestGateway(std::shared_ptr<const policy::Policy> policy,
                                        std::move(options));
 }
 
+std::shared_ptr<McpSession> TestGateway::NewTaskContext(identity::Caller caller, std::string task) {
+  auto context = std::make_shared<McpSession>(
+      *core, std::move(caller),
+      SessionOptions{.transport = "http", .modern = true, .task = std::move(task)});
+  core->Register(context);
+  return context;
+}
+
+bool Initialize2025(McpSession& session, const nlohmann::json& capabilities) {
+  const nlohmann::json init = SendRequest(session, 1, "initialize",
+                                          {{"protocolVersion", "2025-11-25"},
+                                           {"capabilities", capabilities},
+                                           {"clientInfo", {{"name", "t"}, {"version", "1"}}}})
+                                  .get();
+  session.Handle(mcp::Notification{"notifications/initialized", std::nullopt}, {});
+  return init.contains("result");
+}
+
 std::shared_ptr<McpSession> TestGateway::NewSession(identity::Caller caller, std::string id) {
   auto session = std::make_shared<McpSession>(*core, std::move(caller),
                                               SessionOptions{.session_id = std::move(id)});

@@ -48,6 +48,9 @@ bool WaitExecPoolReady(const ExecPool& pool, uint32_t ready);
 // (progress, requests an upstream relays) go to `related` when given.
 std::future<nlohmann::json> SendRequest(McpSession& session, int id, const std::string& method,
                                         nlohmann::json params, MessageSink related = nullptr);
+// Runs a 2025-11-25 session's handshake (initialize with `capabilities`, then
+// notifications/initialized); false when initialize got no result.
+bool Initialize2025(McpSession& session, const nlohmann::json& capabilities);
 // The first text content of a tools/call reply, or the whole reply in <> when it has no result.
 std::string ReplyText(const nlohmann::json& reply);
 
@@ -58,6 +61,8 @@ struct TestGateway {
               identity::Caller caller = {"", "tester", "", ""}, GatewayOptions options = {});
   std::shared_ptr<McpSession> NewSession(identity::Caller caller = {"", "tester", "", ""},
                                          std::string id = "");
+  // A 2026-07-28 task context (no protocol session) of `caller` and `task`, registered.
+  std::shared_ptr<McpSession> NewTaskContext(identity::Caller caller, std::string task = "");
 
   policy::PolicyHolder holder;
   std::unique_ptr<audit::AuditLog> audit;

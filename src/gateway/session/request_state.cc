@@ -59,10 +59,11 @@ int64_t RequestStateSealer::NowMs() {
 }
 
 std::string RequestStateSealer::Seal(const RequestState& s) const {
-  const std::string plain = json{{"v", 1},          {"id", s.id},     {"principal", s.principal},
-                                 {"task", s.task},  {"method", s.method}, {"call", s.call},
-                                 {"expires", s.expires_ms}, {"kind", s.kind}, {"ref", s.ref}}
-                                .dump();
+  json payload = {{"v", 1},          {"id", s.id},     {"principal", s.principal},
+                  {"task", s.task},  {"method", s.method}, {"call", s.call},
+                  {"expires", s.expires_ms}, {"kind", s.kind}, {"ref", s.ref}};
+  if (s.inner) payload["inner"] = *s.inner;
+  const std::string plain = payload.dump();
   std::string out(kNonce + plain.size() + kTag, '\0');
   auto* bytes = reinterpret_cast<unsigned char*>(out.data());
   if (RAND_bytes(bytes, kNonce) != 1) return "";
@@ -113,6 +114,7 @@ Result<RequestState> RequestStateSealer::Open(const std::string& text) const {
     s.expires_ms = j.at("expires").get<int64_t>();
     s.kind = j.at("kind").get<std::string>();
     s.ref = j.at("ref").get<std::string>();
+    if (j.contains("inner")) s.inner = j.at("inner").get<std::string>();
   } catch (const json::exception&) {
     return Status::Error("requestState is of a version this gateway does not read");
   }

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -24,9 +25,16 @@ struct RequestState {
   std::string method;     // the request's method
   std::string call;       // CallDigest of the request
   int64_t expires_ms = 0;  // Unix time in milliseconds
-  std::string kind;        // "parked": a call waiting on this node for the client's answers
-  std::string ref;         // the parked call's handle
+  // "parked": a call waiting on this node for the client's answers (ref: its handle);
+  // "upstream": a 2026-07-28 upstream's own input_required, relayed (inner: the upstream's
+  // requestState, when it gave one; the retry is a new call carrying it, on any node).
+  std::string kind;
+  std::string ref;
+  std::optional<std::string> inner;
 };
+
+// The longest upstream requestState warden wraps in its own.
+inline constexpr size_t kMaxInnerRequestState = 32 * 1024;
 
 // SHA-256 (hex) of the canonical JSON of {method, params} without params._meta,
 // params.inputResponses and params.requestState: what a retry must repeat unchanged.

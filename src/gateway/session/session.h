@@ -166,6 +166,16 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   // Ends the current round of `parked` with input_required (posted: asks that come together go
   // out together).
   void EndRound(const std::shared_ptr<Parked>& parked);
+  // A 2026 upstream's input_required, relayed. Where the upstream's reply arrives
+  // (SessionUpstreams), its requestState is set aside and a stash key put in its place, so that
+  // the response stages never rewrite it (an opaque state can look like a token to the
+  // redactor); an error when it is not a string of at most kMaxInnerRequestState bytes.
+  Status StashUpstreamState(nlohmann::json& result);
+  // When the call's answer leaves (session_modern.cc): the stashed state sealed inside warden's
+  // own, kind "upstream", bound to `original`; any other message as it is.
+  mcp::Message WrapUpstreamInput(const mcp::Request& original, mcp::Message message);
+  // Marks a state of kind "upstream" used; false when it was (single use, on this node).
+  bool UseUpstreamState(const std::string& id, int64_t expires_ms);
   void RefuseState(const mcp::Request& request, const Exchange& exchange, const std::string& why);
   // Close: the parked calls' timers are cancelled (a pending timer holds the worker pool).
   void DropParked();
@@ -232,6 +242,11 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   std::chrono::steady_clock::time_point last_activity_;
   std::shared_ptr<SessionUpstreams> upstreams_;
   std::map<std::string, std::shared_ptr<Parked>> parked_;  // by handle, under mu_
+  std::map<std::string, int64_t> used_states_;  // "upstream" state id -> its expiry, under mu_
+  // Stash key -> an upstream's requestState (nullopt: it gave none), until its answer leaves;
+  // at most kMaxStashed, the oldest dropped first (a call whose answer never left), under mu_.
+  std::map<std::string, std::pair<uint64_t, std::optional<std::string>>> stashed_;
+  uint64_t stash_seq_ = 0;
   std::atomic<uint64_t> modern_seq_{0};
   std::mutex start_mu_;  // a task context's first request starts its upstreams once
   std::vector<std::shared_ptr<Listener>> listeners_;  // under mu_

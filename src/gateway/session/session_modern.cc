@@ -350,13 +350,9 @@ void McpSession::HandleModern(const mcp::Request& request, Exchange exchange) {
   if (params && params->contains("requestState"))
     return ResumeModernCall(request, std::move(exchange), meta.client_capabilities,
                             meta.log_level);
-  if (params && params->contains("inputResponses")) {
-    // Answers without the state that asked for them resume nothing: the request is a new call
-    // (which asks again what it needs), and the answers are not passed on.
-    mcp::Request fresh = request;
-    fresh.params->erase("inputResponses");
-    return StartModernCall(fresh, std::move(exchange), meta.client_capabilities, meta.log_level);
-  }
+  // Answers without a state resume nothing of warden's: the request is a new call, and the
+  // answers go along to the upstream (a 2026 upstream may take answers it asked for with no
+  // state of its own; a 2025 one never sees them: the upstream client drops them).
   StartModernCall(request, std::move(exchange), meta.client_capabilities, meta.log_level);
 }
 
@@ -480,6 +476,7 @@ void McpSession::StartModernCall(const mcp::Request& request, Exchange exchange,
   inner.reply = [weak, parked](mcp::Message m) {
     std::function<void(mcp::Message)> reply;
     mcp::Id id;
+    if (auto self = weak.lock()) m = self->WrapUpstreamInput(parked->original, std::move(m));
     {
       std::lock_guard lock(parked->mu);
       parked->done = true;
@@ -589,6 +586,79 @@ void McpSession::EndRound(const std::shared_ptr<Parked>& parked) {
   reply(mcp::Response{id, std::move(result)});
 }
 
+constexpr char kStashPrefix[] = "warden-stash:";
+constexpr size_t kMaxStashed = 256;
+
+Status McpSession::StashUpstreamState(json& result) {
+  std::optional<std::string> inner;
+  if (auto it = result.find("requestState"); it != result.end()) {
+    if (!it->is_string() || it->get_ref<const std::string&>().size() > kMaxInnerRequestState)
+      return Status::Error("its requestState is not a string of at most " +
+                           std::to_string(kMaxInnerRequestState) + " bytes");
+    inner = it->get<std::string>();
+  }
+  const std::string key = kStashPrefix + RandomHex(16);
+  {
+    std::lock_guard lock(mu_);
+    if (stashed_.size() >= kMaxStashed) {
+      auto oldest = std::min_element(stashed_.begin(), stashed_.end(), [](const auto& a, const auto& b) {
+        return a.second.first < b.second.first;
+      });
+      stashed_.erase(oldest);
+    }
+    stashed_[key] = {++stash_seq_, std::move(inner)};
+  }
+  result["requestState"] = key;
+  return Status::Ok();
+}
+
+mcp::Message McpSession::WrapUpstreamInput(const mcp::Request& original, mcp::Message message) {
+  auto* ok = std::get_if<mcp::Response>(&message);
+  if (ok == nullptr || !ok->result.is_object() ||
+      ok->result.value("resultType", "") != "input_required")
+    return message;
+  json& result = ok->result;
+  // Only a relayed upstream answers input_required through the pipeline, and its state was
+  // stashed on arrival: anything else is not passed on (fail closed).
+  const std::string key = result.value("requestState", "");
+  std::optional<std::optional<std::string>> inner;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = stashed_.find(key); it != stashed_.end()) {
+      inner = std::move(it->second.second);
+      stashed_.erase(it);
+    }
+  }
+  if (!inner)
+    return mcp::MakeError(ok->id, mcp::kInternalError,
+                          "an input_required result without the state warden set aside for it");
+  RequestState state;
+  state.id = RandomHex(16);
+  state.principal = PrincipalOf(caller_);
+  state.task = options_.task;
+  state.method = original.method;
+  state.call = CallDigest(original);
+  state.expires_ms = RequestStateSealer::NowMs() +
+                     std::chrono::duration_cast<std::chrono::milliseconds>(kParkedFor).count();
+  state.kind = "upstream";
+  state.inner = std::move(*inner);
+  const std::string sealed = core_.request_states().Seal(state);
+  if (sealed.empty() || sealed.size() > 64 * 1024)
+    return mcp::MakeError(ok->id, mcp::kInternalError, "warden could not seal the request state");
+  // Always warden's state, even when the upstream gave none: the retry must come from this
+  // principal and task, for this call, in time.
+  result["requestState"] = sealed;
+  return message;
+}
+
+bool McpSession::UseUpstreamState(const std::string& id, int64_t expires_ms) {
+  const int64_t now = RequestStateSealer::NowMs();
+  std::lock_guard lock(mu_);
+  for (auto it = used_states_.begin(); it != used_states_.end();)
+    it = it->second < now ? used_states_.erase(it) : std::next(it);
+  return used_states_.emplace(id, expires_ms).second;
+}
+
 void McpSession::RefuseState(const mcp::Request& request, const Exchange& exchange,
                              const std::string& why) {
   core_.AuditRefusal(caller_, "", request.method, "requestState refused: " + why);
@@ -620,6 +690,17 @@ void McpSession::ResumeModernCall(const mcp::Request& request, Exchange exchange
   if (state.call != CallDigest(request))
     return RefuseState(request, exchange,
                        "requestState was issued for another call (its parameters differ)");
+  if (state.kind == "upstream") {
+    // A relayed upstream's input_required: the retry is a new call, carrying the upstream's own
+    // state (unwrapped) and the client's answers, through the whole pipeline again.
+    if (!UseUpstreamState(state.id, state.expires_ms))
+      return RefuseState(request, exchange,
+                         "requestState was already used (each one resumes a call once)");
+    mcp::Request retry = request;
+    retry.params->erase("requestState");
+    if (state.inner) (*retry.params)["requestState"] = *state.inner;
+    return StartModernCall(retry, std::move(exchange), caps, log_level);
+  }
   if (state.kind != "parked")
     return RefuseState(request, exchange, "requestState is of a kind this gateway does not resume");
   std::shared_ptr<Parked> parked;

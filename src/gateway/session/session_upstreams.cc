@@ -7,6 +7,7 @@
 
 #include "gateway/credentials/broker.h"
 #include "gateway/gateway.h"
+#include "mcp/modern.h"
 
 namespace warden::gateway {
 
@@ -230,6 +231,17 @@ void SessionUpstreams::RouteNow(CallContext& call, const json& params, McpSessio
 Result<CallResult> SessionUpstreams::ToolResultOf(const std::string& upstream,
                                                   const mcp::Message& reply) {
   if (auto* err = std::get_if<mcp::ErrorResponse>(&reply)) {
+    // A 2026 upstream's own protocol errors (-32021 MissingRequiredClientCapability: the request
+    // did not declare what the tool needs) are about the request, not the tool: the client gets
+    // them as they are, with their data.
+    if (mcp::IsModernErrorCode(err->code)) {
+      CallResult r;
+      r.rpc_error = true;
+      r.is_error = true;
+      r.value = {{"code", err->code}, {"message", err->message}};
+      if (err->data) r.value["data"] = *err->data;
+      return r;
+    }
     // The upstream refused the arguments or the name: the agent sees it as a tool error.
     if (err->code == mcp::kInvalidParams)
       return CallResult::FromText("upstream " + upstream + " refused the call: " + err->message,
@@ -294,16 +306,113 @@ void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json p
     }
     done(std::move(reply));
   };
-  const uint64_t handle =
-      has_headers ? client->SendWithHeaders(method, std::move(params), std::move(on_reply),
-                                            std::chrono::milliseconds(0), std::move(headers))
-                  : client->Send(method, std::move(params), std::move(on_reply));
+  std::function<void(mcp::Message)> reply_to = std::move(on_reply);
+  upstream::SendOptions options;
+  if (has_headers) options.headers = std::move(headers);
+  if (session_.modern() &&
+      (method == "tools/call" || method == "prompts/get" || method == "resources/read")) {
+    // A 2026 upstream's questions go back to the 2026 client as input_required, which it
+    // answers in its retry (docs/requests.md, "An upstream's input_required"): the upstream is
+    // told what this one request can answer. A shared instance is offered nothing, as a 2025 one
+    // is offered no questions.
+    options.relay_input_required = true;
+    json caps = json::object();
+    const json* meta = params.is_object() && params.contains("_meta") && params["_meta"].is_object()
+                           ? &params["_meta"]
+                           : nullptr;
+    if (meta && !entry.instance->shared_between_users() && meta->contains(mcp::kMetaClientCapabilities) &&
+        (*meta)[mcp::kMetaClientCapabilities].is_object()) {
+      const json& declared = (*meta)[mcp::kMetaClientCapabilities];
+      for (const char* cap : {"sampling", "elicitation", "roots"})
+        if (declared.contains(cap)) caps[cap] = declared[cap];
+    }
+    options.client_capabilities = std::move(caps);
+    reply_to = [self = shared_from_this(), entry = &entry,
+                done = std::move(reply_to)](mcp::Message reply) mutable {
+      auto* ok = std::get_if<mcp::Response>(&reply);
+      if (!ok || !ok->result.is_object() || ok->result.value("resultType", "") != "input_required")
+        return done(std::move(reply));
+      // Set aside here, before the response stages see the upstream's opaque state.
+      Status stashed = self->session_.StashUpstreamState(ok->result);
+      if (!stashed.ok())
+        return done(LocalError(0, mcp::kInternalError, "upstream " + entry->name + ": " + stashed.message()));
+      self->VetQuestions(*entry, std::move(reply), std::move(done));
+    };
+  }
+  const uint64_t handle = client->SendRequest(method, std::move(params), std::move(reply_to),
+                                              std::move(options));
   if (flight) {
     std::lock_guard lock(sent->mu);
     if (!sent->finished) {
       flight->cancel->OnCancel(
           [client, handle, cancel = flight->cancel] { client->Cancel(handle, cancel->reason()); });
     }
+  }
+}
+
+void SessionUpstreams::VetQuestions(Entry& entry, mcp::Message reply,
+                                    std::function<void(mcp::Message)> done) {
+  const json& result = std::get<mcp::Response>(reply).result;
+  auto requests = result.find("inputRequests");
+  if (requests == result.end()) return done(std::move(reply));
+  auto refuse = [&](const std::string& why) {
+    done(LocalError(0, mcp::kInternalError, "upstream " + entry.name + ": " + why));
+  };
+  if (!requests->is_object()) return refuse("input_required with inputRequests that is not an object");
+  if (requests->empty()) return done(std::move(reply));
+  if (requests->size() > 16) return refuse("input_required with more than 16 inputRequests");
+  std::vector<mcp::Request> questions;
+  for (auto it = requests->begin(); it != requests->end(); ++it) {
+    const json& q = *it;
+    const std::string method = q.is_object() && q.contains("method") && q["method"].is_string()
+                                   ? q["method"].get<std::string>()
+                                   : "";
+    if (method != "elicitation/create" && method != "sampling/createMessage" && method != "roots/list")
+      return refuse("inputRequests." + it.key() +
+                    " is not an elicitation/create, sampling/createMessage or roots/list request");
+    if (q.contains("params") && !q["params"].is_object())
+      return refuse("inputRequests." + it.key() + ".params is not an object");
+    questions.push_back(mcp::Request{mcp::Id(it.key()), method, q.value("params", json::object())});
+  }
+  struct Tally {
+    std::mutex mu;
+    size_t left = 0;
+    std::optional<std::string> refused;
+    mcp::Message reply;
+    std::function<void(mcp::Message)> done;
+  };
+  auto tally = std::make_shared<Tally>();
+  tally->left = questions.size();
+  tally->reply = std::move(reply);
+  tally->done = std::move(done);
+  auto self = shared_from_this();
+  for (mcp::Request& question : questions) {
+    core_.Post([self, entry = &entry, question = std::move(question), tally]() {
+      json params = question.params.value_or(json::object());
+      auto call = self->ContextFor(self->session_.caller(), self->session_.call_session(), *entry,
+                                   question.method, params);
+      // Allowed means: it may be asked. The asking is the client's, in its retry.
+      auto may_ask = [id = question.id](std::function<void(mcp::Message)> asked) {
+        asked(mcp::Response{id, json::object()});
+      };
+      self->session_.Decided(
+          question, nullptr, std::move(call), std::move(may_ask),
+          [tally, key = *question.id.AsString(), name = entry->name](mcp::Message decided) {
+            std::function<void(mcp::Message)> done;
+            mcp::Message out;
+            {
+              std::lock_guard lock(tally->mu);
+              if (const auto* e = std::get_if<mcp::ErrorResponse>(&decided); e && !tally->refused)
+                tally->refused = "upstream " + name + " asked the client '" + key +
+                                 "', which warden refused: " + e->message;
+              if (--tally->left > 0) return;
+              done = std::move(tally->done);
+              out = tally->refused ? mcp::Message(LocalError(0, mcp::kInvalidRequest, *tally->refused))
+                                   : std::move(tally->reply);
+            }
+            done(std::move(out));
+          });
+    });
   }
 }
 

@@ -102,6 +102,10 @@ class SessionUpstreams : public std::enable_shared_from_this<SessionUpstreams>,
   // `related`. `flight` must stay alive until `done` has run.
   void SendAsync(Entry& entry, const std::string& method, nlohmann::json params,
                  McpSession::InFlight* flight, std::function<void(mcp::Message)> done);
+  // A 2026-07-28 upstream's input_required, relayed to a 2026 client: each question it asks is
+  // decided by the pipeline first, as a 2025 upstream's request of its client is
+  // (OnInstanceRequest); `done` gets `reply` when every one may be asked, else the refusal.
+  void VetQuestions(Entry& entry, mcp::Message reply, std::function<void(mcp::Message)> done);
   // A tools/call reply as the execute stage wants it.
   static Result<CallResult> ToolResultOf(const std::string& upstream, const mcp::Message& reply);
   // Collects every page of a list method from one upstream; `done` once, on any thread.

@@ -104,7 +104,10 @@ const SILENT_WAV = (() => {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const text = (t) => ({ content: [{ type: 'text', text: t }] });
 const NO_ARGS = { type: 'object', properties: {} };
-const clientCaps = (server) => server.getClientCapabilities() ?? {};
+// What the client can answer: a 2026 request declares it in its own envelope (the SDK's stdio
+// server does not surface that through getClientCapabilities), a 2025 session at initialize.
+const clientCaps = (server, ctx) =>
+  ctx?.mcpReq?.envelope?.['io.modelcontextprotocol/clientCapabilities'] ?? server.getClientCapabilities() ?? {};
 
 // requestState is minted and verified with an HMAC (the SDK's codec): one key per process, which
 // is enough because one process serves every round of a flow. Tampered or foreign state is
@@ -260,7 +263,7 @@ const TOOLS = {
     description: 'Asks the client to sample an LLM with the given prompt',
     inputSchema: { type: 'object', properties: { prompt: { type: 'string', description: 'The prompt to send to the LLM' } }, required: ['prompt'] },
     run: async (args, ctx, server) => {
-      if (!clientCaps(server).sampling) return { isError: true, ...text('the client does not support sampling') };
+      if (!clientCaps(server, ctx).sampling) return { isError: true, ...text('the client does not support sampling') };
       const reply = sampled(ctx, 'sampling');
       if (reply === undefined) return inputRequired({ inputRequests: { sampling: sample(String(args.prompt ?? '')) } });
       return text(`LLM response: ${reply}`);
@@ -270,7 +273,7 @@ const TOOLS = {
     description: 'Asks the user (through the client) for a username and an email address',
     inputSchema: { type: 'object', properties: { message: { type: 'string', description: 'The message to show the user' } }, required: ['message'] },
     run: async (args, ctx, server) => {
-      if (!clientCaps(server).elicitation) return { isError: true, ...text('the client does not support elicitation') };
+      if (!clientCaps(server, ctx).elicitation) return { isError: true, ...text('the client does not support elicitation') };
       const answer = elicitAnswer(ctx, 'user');
       if (!answer) {
         return inputRequired({
@@ -487,7 +490,7 @@ const TOOLS = {
     description: 'Asks only for what the client declared it can do (elicitation and/or sampling)',
     inputSchema: NO_ARGS,
     run: async (args, ctx, server) => {
-      const caps = clientCaps(server);
+      const caps = clientCaps(server, ctx);
       const inputRequests = {};
       if (caps.elicitation && !accepted(ctx, 'elicit_input')) inputRequests.elicit_input = elicit('What is your name?', { name: { type: 'string' } });
       if (caps.sampling && sampled(ctx, 'sample_input') === undefined) inputRequests.sample_input = sample('Say something');
