@@ -53,6 +53,9 @@ struct GatewayOptions {
   // and soon calls waiting for a person) cannot starve the request that would stop them.
   int control_threads = 2;
   std::chrono::milliseconds upstream_ready_timeout{20000};
+  // A tool list an upstream gave with ttlMs (2026-07-28) is listed again when it runs out, but
+  // never sooner than this after the last listing (a server saying 0 is not listed in a loop).
+  std::chrono::milliseconds min_list_ttl{5000};
   UpstreamFactory make_upstream;
   PinReview pin_review;
   // The pin store's approval generation: when it changes (`warden tools approve`), each

@@ -7,6 +7,7 @@
 
 #include <future>
 #include <mutex>
+#include <thread>
 
 #include "gateway/session/session.h"
 #include "testing.h"
@@ -24,17 +25,23 @@ std::string ModernFixture() {
 
 class ModernUpstreamTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start(); }
+  // The gateway, fronting the fixture run with `args` (a YAML list's items after the script).
+  void Start(const std::string& args = "", std::chrono::milliseconds min_list_ttl = 5000ms) {
     GatewayOptions options{.worker_threads = 2,
                            .make_upstream = [](upstream::Spec spec, upstream::Events events,
                                                upstream::ClientOptions o) {
                              return upstream::Client::Create(std::move(spec), std::move(events),
                                                              std::move(o));
                            }};
+    options.min_list_ttl = min_list_ttl;
+    for (auto& c : contexts_) c->Close();
+    contexts_.clear();
+    gw_.reset();
     gw_ = std::make_unique<testing::TestGateway>(
         testing::PolicyFromText("version: 1\nupstreams:\n  m:\n    command: [/usr/bin/python3, \"" +
-                                ModernFixture() +
-                                "\"]\ntools:\n  - match: { server: m }\n    risk: low\n"
+                                ModernFixture() + "\"" + args +
+                                "]\ntools:\n  - match: { server: m }\n    risk: low\n"
                                 "defaults:\n  effect_by_risk: { low: allow, medium: allow, high: ask }\n"),
         dir_.File("audit.db"), identity::Caller{"", "tester", "", ""}, options);
   }
@@ -155,6 +162,29 @@ TEST_F(ModernUpstreamTest, TheUpstreamIsToldTheCapabilitiesOfTheRequestItServes)
   EXPECT_EQ(meta["result"]["structuredContent"]["io.modelcontextprotocol/clientCapabilities"],
             json({{"sampling", json::object()}}))
       << meta.dump();
+}
+
+// A list that came with ttlMs is listed again when it runs out: a tool the upstream added
+// without telling anyone shows up (here the floor is 100 ms instead of 5 s, and the fixture says
+// 50 ms).
+TEST_F(ModernUpstreamTest, AToolListIsListedAgainWhenItsTtlRunsOut) {
+  Start(", --ttl-ms, \"50\"", 100ms);
+  auto session = gw_->NewSession();
+  ASSERT_TRUE(testing::Initialize2025(*session, json::object()));
+  auto names = [&] { return testing::SendRequest(*session, 9, "tools/list", json::object()).get().dump(); };
+  ASSERT_NE(names().find("m__grow"), std::string::npos);
+  EXPECT_EQ(names().find("m__grown"), std::string::npos);
+  EXPECT_EQ(testing::ReplyText(testing::SendRequest(*session, 10, "tools/call",
+                                                    {{"name", "m__grow"}, {"arguments", json::object()}})
+                                   .get()),
+            "grown");
+  bool seen = false;
+  for (int i = 0; i < 100 && !seen; ++i) {
+    seen = names().find("m__grown") != std::string::npos;
+    if (!seen) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(seen) << "the list was not listed again after its ttlMs";
+  session->Close();
 }
 
 }  // namespace

@@ -131,9 +131,9 @@ void UpstreamInstance::Abandon(uint64_t ticket) {
   if (then) core_.Post([then = std::move(then)] { then(false); });
 }
 
-std::chrono::milliseconds ListRefreshAfter(int64_t ttl_ms) {
+std::chrono::milliseconds ListRefreshAfter(int64_t ttl_ms, std::chrono::milliseconds floor) {
   constexpr int64_t kDay = 24LL * 3600 * 1000;
-  return std::chrono::milliseconds(std::clamp<int64_t>(ttl_ms, kMinListTtl.count(), kDay));
+  return std::chrono::milliseconds(std::clamp<int64_t>(ttl_ms, std::min<int64_t>(floor.count(), kDay), kDay));
 }
 
 void UpstreamInstance::ListTools(bool announce, bool only_if_changed) {
@@ -177,7 +177,8 @@ void UpstreamInstance::ListTools(bool announce, bool only_if_changed) {
     // The server said how long its list holds (2026-07-28's ttlMs): list again then, unless a
     // list_changed or a restart has listed meanwhile.
     std::weak_ptr<UpstreamInstance> weak = weak_from_this();
-    core_.instances().At(Clock::now() + ListRefreshAfter(*ttl_ms), [weak, round] {
+    core_.instances().At(Clock::now() + ListRefreshAfter(*ttl_ms, core_.options().min_list_ttl),
+                         [weak, round] {
       auto self = weak.lock();
       if (!self || self->stopped()) return;
       {

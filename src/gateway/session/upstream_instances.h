@@ -46,9 +46,8 @@ Result<nlohmann::json> ListAllPages(const std::string& upstream, const std::stri
                                     std::optional<int64_t>* ttl_ms = nullptr);
 
 // How long warden keeps an upstream's tool list that came with `ttl_ms` before listing again:
-// at least kMinListTtl (a server saying 0 is not listed in a loop), at most a day.
-inline constexpr std::chrono::milliseconds kMinListTtl{5000};
-std::chrono::milliseconds ListRefreshAfter(int64_t ttl_ms);
+// at least `floor` (GatewayOptions::min_list_ttl), at most a day.
+std::chrono::milliseconds ListRefreshAfter(int64_t ttl_ms, std::chrono::milliseconds floor);
 
 // A session holding an instance. Called on the instance's client threads or on workers, never
 // under the instance's lock; none of these may block for long.
