@@ -44,6 +44,11 @@ GatewayCore::GatewayCore(policy::PolicyHolder& policy, audit::AuditLog& audit,
   services.audit = &audit_;
   services.caller = std::move(default_caller);
   services.post = [this](std::function<void()> work) { Post(std::move(work)); };
+  services.end_task = [this](const CallContext& call, const std::string& why) {
+    size_t cancelled = 0;
+    for (auto& session : Sessions()) cancelled += session->CancelTaskCalls(call, why);
+    return cancelled;
+  };
   pipeline_ = BuildPipeline(services, options_.chain.empty() ? StandardChain() : options_.chain);
   instances_ = std::make_unique<UpstreamInstances>(*this);
   listening_ = std::make_shared<Listening>();

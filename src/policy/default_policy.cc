@@ -14,6 +14,10 @@ tools:
   - match: { tool: "web__fetch", server: "web" }
     risk: low
     effect: allow
+  # Ends the caller's task: forgets what it was exposed to, cancels its other calls.
+  - match: { tool: "task__end", server: "task" }
+    risk: low
+    effect: allow
 defaults:
   unknown_tool: { risk: high, effect: deny }
 )";

@@ -734,7 +734,8 @@ Status Loader::Upstreams(const YAML::Node& node) {
   WARDEN_RETURN_IF_ERROR(CheckTokenTargets(node));
   // Prefixes must not collide with each other or shadow the built-in tools.
   std::map<std::string, std::string> owner = {{"sandbox", "the built-in sandbox__exec"},
-                                              {"web", "the built-in web__fetch"}};
+                                              {"web", "the built-in web__fetch"},
+                                              {"task", "the built-in task__end"}};
   if (!node.IsMap()) return Status::Ok();
   for (const auto& kv : node) {
     const std::string& name = kv.first.Scalar();
@@ -758,7 +759,7 @@ Status Loader::UpstreamEntry(const std::string& name, const YAML::Node& key_node
         key_node, path,
         "expected a name of letters, digits, '-' and single '_' (it becomes NAME__TOOL)");
   }
-  if (name == "sandbox" || name == "web")
+  if (name == "sandbox" || name == "web" || name == "task")
     return r_.Error(key_node, path, "the name '" + name + "' belongs to a built-in");
   Upstream up;
   up.prefix = name;

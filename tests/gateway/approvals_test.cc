@@ -37,6 +37,7 @@ std::string PolicyYaml(const std::string& approvals) {
          "\", --record]\n"
          "tools:\n"
          "  - match: { tool: echo__calls }\n    risk: low\n"
+         "  - match: { tool: task__end, server: task }\n    risk: low\n"
          "  - match: { tool: echo__echo }\n    risk: high\n"
          "  - match: { server: echo }\n    risk: low\n"
          "defaults:\n  effect_by_risk: { low: allow, medium: allow, high: ask }\n" +
@@ -675,6 +676,36 @@ TEST_F(ModernInBandTest, ATaskKillSwitchEndsTheTasksWaitingCallAndRefusesItsNext
                                     {"_meta", {{"warden/task", "other-task"}}}}));
   EXPECT_EQ(free["result"]["isError"], false) << free.dump();
   ASSERT_TRUE(gw_->kills.Unkill(KillScope::kTask, "board-prep-42").ok());
+  EXPECT_TRUE(UpstreamCalls().empty());
+}
+
+// task__end ends the task's call waiting for a person (its approval is cancelled), and nobody
+// else's: not another task's, not another caller's in the same task.
+TEST_F(ModernInBandTest, TaskEndCancelsTheTasksWaitingCallsOnly) {
+  Start();  // no self_approve: calls wait for a person
+  auto task = Context(identity::Caller{"", "tester", "", ""}, "board-prep-42");
+  auto other = Context(identity::Caller{"", "tester", "", ""}, "other-task");
+  auto stranger = Context(identity::Caller{"", "mallory", "", ""}, "board-prep-42");
+  json mine = Echo("wire 9000 EUR");
+  mine["_meta"] = json{{"warden/task", "board-prep-42"}};
+  json theirs = Echo("wire 1 EUR");
+  theirs["_meta"] = json{{"warden/task", "other-task"}};
+  auto waiting = Send(*task, 1, mine);
+  auto untouched = Send(*other, 2, theirs);
+  auto foreign = Send(*stranger, 3, mine);
+  ASSERT_EQ(WaitPending(3).size(), 3u);
+  json end = Wait(Send(*task, 4, {{"name", "task__end"}, {"arguments", json::object()},
+                                  {"_meta", {{"warden/task", "board-prep-42"}}}}));
+  EXPECT_EQ(end["result"]["isError"], false) << end.dump();
+  EXPECT_EQ(end["result"]["structuredContent"]["calls_cancelled"], 1) << end.dump();
+  json ended = Wait(std::move(waiting));
+  EXPECT_NE(testing::ReplyText(ended).find("the task ended"), std::string::npos) << ended.dump();
+  EXPECT_EQ(untouched.wait_for(300ms), std::future_status::timeout) << "another task's call waits on";
+  EXPECT_EQ(foreign.wait_for(0ms), std::future_status::timeout) << "another caller's call waits on";
+  auto pending = gate_->store().List(false);
+  ASSERT_TRUE(pending);
+  EXPECT_EQ(pending->size(), 2u);
+  gate_->StopAll("test ends");
   EXPECT_TRUE(UpstreamCalls().empty());
 }
 

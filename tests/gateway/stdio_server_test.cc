@@ -128,10 +128,11 @@ TEST_F(StdioServerTest, InitializeListAndCallEchoForReal) {
 
   json list = Request(R"({"jsonrpc":"2.0","id":"list","method":"tools/list"})");
   EXPECT_EQ(list["id"], "list");
-  // The embedded default lists both built-ins (web__fetch reaches nothing: no egress allow-list).
-  ASSERT_EQ(list["result"]["tools"].size(), 2u) << list.dump();
+  // The embedded default lists the built-ins (web__fetch reaches nothing: no egress allow-list).
+  ASSERT_EQ(list["result"]["tools"].size(), 3u) << list.dump();
   EXPECT_EQ(list["result"]["tools"][0]["name"], "sandbox__exec");
   EXPECT_EQ(list["result"]["tools"][1]["name"], "web__fetch");
+  EXPECT_EQ(list["result"]["tools"][2]["name"], "task__end");
   EXPECT_TRUE(list["result"]["tools"][0].contains("inputSchema"));
 
   json call = CallExec(3, {{"command", "echo hi"}});
@@ -248,6 +249,8 @@ tools:
   - match: { tool: "sandbox__exec" }
     effect: deny
   - match: { tool: "web__fetch" }
+    effect: deny
+  - match: { tool: "task__end" }
     effect: deny
 )"));
   Initialize();

@@ -543,6 +543,45 @@ TEST_F(TrifectaStageTest, ATaskCarriesItsStateAcrossSessions) {
             StageResult::kDeny);
 }
 
+// task__end: the task's legs are forgotten, in memory and in the store (a restart does not
+// bring them back), and another task's are not.
+TEST_F(TrifectaStageTest, TaskEndForgetsTheTasksLegsAndNoOneElses) {
+  const std::string policy = std::string(kTrifectaPolicy) +
+                             "  - match: { tool: \"task__end\", server: task }\n    risk: low\n"
+                             "trifecta: { effect: deny }\n";
+  Start(policy);
+  for (const std::string task : {"T", "U"}) {
+    ASSERT_EQ(Run("web__search", {{"q", "x"}}, {{"page", "p"}}, "s1", task).result, StageResult::kContinue);
+    ASSERT_EQ(Run("drive__read_file", {{"id", "x"}}, {{"text", "t"}}, "s2", task).result,
+              StageResult::kContinue);
+  }
+  ASSERT_EQ(Run("chat__post", {{"text", "x"}}, json::object(), "s3", "T").result, StageResult::kDeny);
+  auto end = std::make_shared<CallContext>();
+  end->session = "s3";
+  end->task = "T";
+  end->tool = "task__end";
+  end->server = "task";
+  StageOutcome ended = pipeline_->Run(*end);
+  ASSERT_EQ(ended.result, StageResult::kContinue) << ended.reason;
+  ASSERT_TRUE(end->result);
+  EXPECT_FALSE(end->result->is_error) << end->result->Text();
+  EXPECT_NE(end->result->Text().find("task 'T' ended"), std::string::npos) << end->result->Text();
+  EXPECT_EQ(Run("chat__post", {{"text", "x"}}, {{"ok", true}}, "s4", "T").result, StageResult::kContinue);
+  EXPECT_EQ(Run("chat__post", {{"text", "x"}}, json::object(), "s4", "U").result, StageResult::kDeny)
+      << "another task keeps its legs";
+  Start(policy);  // a restart reads the store: T's legs stay gone, U's are still there
+  EXPECT_EQ(Run("chat__post", {{"text", "x"}}, {{"ok", true}}, "s5", "T").result, StageResult::kContinue);
+  EXPECT_EQ(Run("chat__post", {{"text", "x"}}, json::object(), "s5", "U").result, StageResult::kDeny);
+  // Arguments are refused, as for every tool whose schema has none.
+  auto bad = std::make_shared<CallContext>();
+  bad->session = "s3";
+  bad->task = "T";
+  bad->tool = "task__end";
+  bad->server = "task";
+  bad->arguments = {{"all", true}};
+  EXPECT_EQ(pipeline_->Run(*bad).refusal, Refusal::kInvalidArguments);
+}
+
 TEST(FlowTrackerTest, EvictedKeysComeBackFromTheStoreAndKeysInFlightStay) {
   testing::TempDir dir;
   auto store = state::TrifectaStore::Open({.path = dir.File("warden.db")});

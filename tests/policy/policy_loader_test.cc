@@ -726,6 +726,10 @@ TEST(PolicyLoaderTest, UpstreamMistakes) {
                     "prefix 'sandbox' is already used by the built-in sandbox__exec");
   EXPECT_LOAD_ERROR("version: 1\nupstreams:\n  web: { command: [x], prefix: w }\n",
                     "the name 'web' belongs to a built-in");
+  EXPECT_LOAD_ERROR("version: 1\nupstreams:\n  task: { command: [x], prefix: t }\n",
+                    "the name 'task' belongs to a built-in");
+  EXPECT_LOAD_ERROR("version: 1\nupstreams:\n  mine: { command: [x], prefix: task }\n",
+                    "prefix 'task' is already used by the built-in task__end");
   EXPECT_LOAD_ERROR("version: 1\nupstreams:\n  a__b: { command: [x] }\n",
                     "test.yaml:3: upstreams.a__b: expected a name");
   EXPECT_LOAD_ERROR("version: 1\nupstreams:\n  a: { command: [] }\n",

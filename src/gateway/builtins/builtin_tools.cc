@@ -825,6 +825,19 @@ CallResult RunSandboxExec(const ExecRequest& request, const sandbox::Options& pr
   return r;
 }
 
+json TaskEndDefinition() {
+  return {{"name", "task__end"},
+          {"title", "End this task"},
+          {"description",
+           "Ends the task this call belongs to (_meta[\"warden/task\"], else the session, else the "
+           "caller's default task): what the task was exposed to (its trifecta legs) is "
+           "forgotten and its other calls still running or waiting for approval are cancelled. "
+           "Call it when the task is done. Takes no arguments."},
+          {"inputSchema", {{"type", "object"}, {"properties", json::object()}, {"additionalProperties", false}}},
+          {"annotations", {{"readOnlyHint", false}, {"destructiveHint", false}, {"idempotentHint", true},
+                           {"openWorldHint", false}}}};
+}
+
 BuiltinTools BuiltinTools::Default(const ExecPoolSlot* pools) {
   BuiltinTools tools;
   tools.Add({.name = "sandbox__exec",
@@ -853,6 +866,20 @@ BuiltinTools BuiltinTools::Default(const ExecPoolSlot* pools) {
                  };
                }
                return RunWebFetch(*request, egress, env.cancel);
+             }});
+  tools.Add({.name = "task__end",
+             .server = "task",
+             .definition = TaskEndDefinition(),
+             .run = [](const json& arguments, const ToolEnv& env) -> Result<CallResult> {
+               if (!arguments.is_object() || !arguments.empty())
+                 return Status::Error("task__end takes no arguments");
+               if (!env.end_task)
+                 return CallResult::FromText("task__end: this call belongs to no task warden tracks", true);
+               auto ended = env.end_task();
+               if (!ended) return CallResult::FromText("task__end: " + ended.status().message(), true);
+               CallResult r = CallResult::FromText(ended->value("summary", std::string("task ended")), false);
+               r.value["structuredContent"] = std::move(*ended);
+               return r;
              }});
   return tools;
 }

@@ -114,7 +114,14 @@ struct ToolEnv {
   // the sandbox's code to reach `destination` ("host:port") carrying `parts` (a request's URL,
   // header lines and body start; none for a tunnel); a reason refuses. Null: not checked (tests).
   EgressCheck trifecta_egress;
+  // For task__end: ends the calling task (forgets its trifecta legs, cancels its other calls in
+  // flight, which ends their waits for approval) and says what it did. Null: no task here.
+  std::function<Result<nlohmann::json>()> end_task;
 };
+
+// task__end's definition (no arguments) and its run: refuses any argument; a tool error when
+// ToolEnv::end_task is not set.
+nlohmann::json TaskEndDefinition();
 
 // A built-in tool as the gateway lists and runs it.
 struct BuiltinTool {

@@ -340,6 +340,25 @@ void McpSession::Close() {
   core_.Unregister(this);
 }
 
+size_t McpSession::CancelTaskCalls(const CallContext& ended, const std::string& reason) {
+  std::vector<std::shared_ptr<InFlight>> hit;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [key, flight] : in_flight_) {
+      std::shared_ptr<CallContext> call = flight->call.lock();
+      if (!call || call.get() == &ended) continue;
+      const bool same_principal = call->tenant == ended.tenant && call->user == ended.user &&
+                                  call->agent == ended.agent;
+      const bool same_task = ended.task.empty()
+                                 ? call->task.empty() && call->session == ended.session
+                                 : call->task == ended.task;
+      if (same_principal && same_task) hit.push_back(flight);
+    }
+  }
+  for (auto& flight : hit) flight->cancel->Cancel(reason);
+  return hit.size();
+}
+
 void McpSession::CancelMatching(KillScope scope, const std::string& name,
                                 const std::string& reason) {
   const bool whole = scope == KillScope::kGlobal ||

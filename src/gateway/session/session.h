@@ -118,6 +118,9 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
 
   // Cancels this session's calls in flight that a newly pulled kill switch covers: all of them
   // for the global switch or the session's own tenant or agent, else the calls of tool `name`.
+  // task__end: cancels this session's calls in flight of `call`'s principal and task (of its
+  // session, for a call in no named task), `call` itself excepted; how many.
+  size_t CancelTaskCalls(const CallContext& call, const std::string& reason);
   void CancelMatching(KillScope scope, const std::string& name, const std::string& reason);
 
   bool initialized() const { return initialized_.load(); }

@@ -58,6 +58,9 @@ struct StageServices {
   // The anomaly detectors and what their alerts do (alerts.h); the core fills it in with its
   // own. Null: the monitor stage counts and logs, and detects nothing.
   Alerts* alerts = nullptr;
+  // task__end: cancels every other call in flight of the same principal and task (or, for a
+  // call in no named task, the same session) with `why`, and says how many. The core fills it in.
+  std::function<size_t(const CallContext&, const std::string& why)> end_task;
 };
 
 // One link of a chain: the stage's stable name, how to build it, and whether it is final (runs

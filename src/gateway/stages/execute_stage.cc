@@ -63,6 +63,21 @@ StageOutcome ExecuteStage::Run(CallContext& call) {
   {
     env.trifecta_recheck = TrifectaRecheck(*t);
     env.trifecta_egress = TrifectaEgressCheck(*t);
+    if (tool->server == "task") {
+      env.end_task = [&call, t, end = end_task_]() -> Result<nlohmann::json> {
+        const std::string why = "the task ended (task__end)";
+        const size_t cancelled = end ? end(call, why) : 0;
+        Status forgot = t->tracker->Forget(t->ticket.keys);
+        if (!forgot.ok()) return forgot.Wrap("the task's legs could not be forgotten");
+        const std::string task = call.task.empty() ? "the session's task" : "task '" + call.task + "'";
+        return nlohmann::json{
+            {"summary", task + " ended: its trifecta legs are forgotten and " +
+                            std::to_string(cancelled) + " other call(s) of it were cancelled"},
+            {"task", call.task},
+            {"keys_forgotten", t->ticket.keys.size()},
+            {"calls_cancelled", cancelled}};
+      };
+    }
   }
   auto result = tool->run(call.arguments, env);
   if (!result)
@@ -75,7 +90,7 @@ StageOutcome ExecuteStage::Run(CallContext& call) {
 }
 
 std::unique_ptr<Stage> MakeExecuteStage(const StageServices& services) {
-  return std::make_unique<ExecuteStage>(*services.tools);
+  return std::make_unique<ExecuteStage>(*services.tools, services.end_task);
 }
 
 }  // namespace warden::gateway

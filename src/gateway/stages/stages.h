@@ -98,12 +98,16 @@ struct SandboxLaunchEnv {
 // that does not exist is refused as unknown, arguments it rejects as invalid.
 class ExecuteStage : public Stage {
  public:
-  explicit ExecuteStage(const BuiltinTools& tools) : tools_(tools) {}
+  // `end_task`: StageServices::end_task (task__end's cancelling of the task's other calls).
+  explicit ExecuteStage(const BuiltinTools& tools,
+                        std::function<size_t(const CallContext&, const std::string&)> end_task = {})
+      : tools_(tools), end_task_(std::move(end_task)) {}
   std::string_view name() const override { return "execute"; }
   StageOutcome Run(CallContext& call) override;
 
  private:
   const BuiltinTools& tools_;
+  std::function<size_t(const CallContext&, const std::string&)> end_task_;
 };
 
 // A final stage: appends one entry per call to the audit log (a `call` entry when the tool ran, a

@@ -244,6 +244,22 @@ Status FlowTracker::Finish(const Ticket& ticket, const policy::FlowFacts& facts)
   return out;
 }
 
+Status FlowTracker::Forget(const std::vector<std::string>& keys) {
+  std::lock_guard lock(mu_);
+  Status out = Status::Ok();
+  for (const std::string& key : keys) {
+    if (auto it = entries_.find(key); it != entries_.end()) {
+      it->second.state = policy::FlowState();
+      it->second.last_leg.clear();
+    }
+    if (store_ != nullptr) {
+      Status forgot = store_->Forget(key);
+      if (!forgot.ok() && out.ok()) out = forgot;
+    }
+  }
+  return out;
+}
+
 std::optional<policy::FlowState> FlowTracker::Snapshot(const std::string& key) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(key);

@@ -77,6 +77,10 @@ class FlowTracker {
   // The call ended: takes it out of flight and adds what it brought (empty facts: it did not run),
   // storing them. Errors: the row could not be stored (the state in memory has it anyway).
   Status Finish(const Ticket& ticket, const policy::FlowFacts& facts);
+  // The task ended (task__end): what `keys` were exposed to is forgotten, in memory and in the
+  // store. Calls in flight under them stay in flight (what they bring is added when they finish).
+  // Errors: the store could not delete (the memory is cleared anyway).
+  Status Forget(const std::vector<std::string>& keys);
 
   // The state of `key` as this tracker holds it (tests, `warden policy`'s explanations).
   std::optional<policy::FlowState> Snapshot(const std::string& key);
