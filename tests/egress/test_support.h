@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -402,18 +403,28 @@ inline ProcessResult RunProgram(const std::vector<std::string>& argv,
                                 std::chrono::seconds timeout = std::chrono::seconds(20)) {
   int out_pipe[2], err_pipe[2];
   if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) return {};
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    char path_env[] = "PATH=/usr/local/bin:/usr/bin:/bin";
-    char home_env[] = "HOME=/nonexistent";
-    char* env[] = {path_env, home_env, nullptr};
-    execvpe(args[0], args.data(), env);
-    _exit(127);
+  // posix_spawnp, not fork: the test process runs the proxy's threads, and a forked child that
+  // allocates (building argv) can hang on an allocator lock another thread held at the fork
+  // (seen under ASan: curl "killed after 20 s" although it never started).
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  char path_env[] = "PATH=/usr/local/bin:/usr/bin:/bin";
+  char home_env[] = "HOME=/nonexistent";
+  char* env[] = {path_env, home_env, nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  pid_t pid = -1;
+  const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), env);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) {
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+    ProcessResult failed;
+    failed.exit_code = 127;
+    failed.err = std::string("cannot run ") + args[0] + ": " + std::strerror(spawned);
+    return failed;
   }
   close(out_pipe[1]);
   close(err_pipe[1]);
