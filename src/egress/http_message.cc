@@ -1,5 +1,6 @@
 #include "egress/http_message.h"
 
+#include "common/http_token.h"
 #include "egress/host_name.h"
 
 namespace warden::egress::http {
@@ -9,41 +10,12 @@ namespace {
 constexpr size_t kMaxChunkLine = 4096;
 constexpr size_t kMaxTrailerBytes = 16 * 1024;
 
-bool IsTchar(char c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  switch (c) {
-    case '!':
-    case '#':
-    case '$':
-    case '%':
-    case '&':
-    case '\'':
-    case '*':
-    case '+':
-    case '-':
-    case '.':
-    case '^':
-    case '_':
-    case '`':
-    case '|':
-    case '~':
-      return true;
-    default:
-      return false;
-  }
-}
 
 char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
 }  // namespace
 
-bool IsToken(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    if (!IsTchar(c)) return false;
-  }
-  return true;
-}
+bool IsToken(std::string_view s) { return IsHttpToken(s); }
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;

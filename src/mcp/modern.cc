@@ -1,6 +1,7 @@
 #include "mcp/modern.h"
 
 #include "common/base64.h"
+#include "common/http_token.h"
 #include "mcp/protocol_version.h"
 
 namespace warden::mcp {
@@ -111,16 +112,6 @@ bool IsModernErrorCode(int code) {
 
 namespace {
 
-bool IsToken(std::string_view name) {
-  if (name.empty()) return false;
-  for (char c : name) {
-    const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-    if (!ok) return false;
-  }
-  return true;
-}
-
 std::string LowerAscii(std::string_view s) {
   std::string out(s);
   for (char& c : out)
@@ -149,7 +140,7 @@ std::optional<std::string> WalkSchema(const json& schema, std::vector<std::strin
     if (!reachable || path.empty())
       return "x-mcp-header at " + PathText(path) +
              " is not reached through `properties` keys alone";
-    if (!it->is_string() || !IsToken(it->get_ref<const std::string&>()))
+    if (!it->is_string() || !IsHttpToken(it->get_ref<const std::string&>()))
       return "x-mcp-header at " + PathText(path) + " is not an HTTP token";
     auto type = schema.find("type");
     const bool primitive = type != schema.end() && type->is_string() &&
@@ -277,6 +268,40 @@ std::string CheckMirrorHeaders(const Request& request, const MirrorHeaders& head
 bool RemovedInModern(std::string_view method) {
   return method == "initialize" || method == "ping" || method == "logging/setLevel" ||
          method == "resources/subscribe" || method == "resources/unsubscribe";
+}
+
+std::optional<std::string> ReadInputRequired(const json& result, InputRequired& out) {
+  out = InputRequired{};
+  if (!result.is_object()) return "input_required that is not an object";
+  auto requests = result.find("inputRequests");
+  auto state = result.find("requestState");
+  if (requests == result.end() && state == result.end())
+    return "input_required without inputRequests or requestState";
+  if (state != result.end()) {
+    if (!state->is_string()) return "input_required with a requestState that is not a string";
+    out.request_state = state->get<std::string>();
+  }
+  if (requests == result.end()) return std::nullopt;
+  if (!requests->is_object()) return "input_required with inputRequests that is not an object";
+  if (requests->size() > kMaxInputRequests)
+    return "input_required with more than " + std::to_string(kMaxInputRequests) + " inputRequests";
+  for (auto it = requests->begin(); it != requests->end(); ++it) {
+    const json& q = *it;
+    auto method = q.is_object() ? q.find("method") : q.end();
+    const bool known = q.is_object() && method != q.end() && method->is_string() &&
+                       (*method == "elicitation/create" || *method == "sampling/createMessage" ||
+                        *method == "roots/list");
+    if (!known)
+      return "inputRequests." + it.key() +
+             " is not an elicitation/create, sampling/createMessage or roots/list request";
+    std::optional<json> params;
+    if (auto p = q.find("params"); p != q.end()) {
+      if (!p->is_object()) return "inputRequests." + it.key() + ".params is not an object";
+      params = *p;
+    }
+    out.questions.emplace_back(it.key(), Request{Id(it.key()), method->get<std::string>(), std::move(params)});
+  }
+  return std::nullopt;
 }
 
 void MarkComplete(json& result) {

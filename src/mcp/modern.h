@@ -98,6 +98,19 @@ std::string CheckMirrorHeaders(const Request& request, const MirrorHeaders& head
 // Methods 2025-11-25 had that 2026-07-28 removed: answered -32601 (HTTP 404) on the new wire.
 bool RemovedInModern(std::string_view method);
 
+// What a server's input_required result asks (multi round-trip requests): its questions, each a
+// request whose id is its key, in the order of their keys, and its requestState when it gave one.
+inline constexpr size_t kMaxInputRequests = 16;
+struct InputRequired {
+  std::vector<std::pair<std::string, Request>> questions;
+  std::optional<std::string> request_state;
+};
+// Reads `result` (an input_required result) into `out`; an error naming what is wrong: neither
+// inputRequests nor requestState, inputRequests not an object or with more than
+// kMaxInputRequests entries, an entry that is not an elicitation/create, sampling/createMessage
+// or roots/list request (or whose params are not an object), a requestState that is not a string.
+std::optional<std::string> ReadInputRequired(const nlohmann::json& result, InputRequired& out);
+
 // Sets result.resultType to "complete" unless the result already says what it is.
 void MarkComplete(nlohmann::json& result);
 

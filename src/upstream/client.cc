@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "common/guard.h"
+#include "common/http_token.h"
 #include "mcp/modern.h"
 #include "mcp/protocol_version.h"
 #include "sandbox/options.h"
@@ -30,7 +31,6 @@ using std::chrono::milliseconds;
 
 constexpr int kTimedOut = -32001;
 constexpr int kCancelled = -32800;
-constexpr std::size_t kMaxInputRequests = 16;  // questions in one input_required
 constexpr std::size_t kMaxSubscriptions = 4096;  // resources on one listen stream
 constexpr milliseconds kListenBackoffInitial{500};
 constexpr milliseconds kListenBackoffMax{30000};
@@ -1010,47 +1010,15 @@ void ClientImpl::OnInputRequired(int64_t id, const nlohmann::json& result, int r
                      "the server asked for input " + std::to_string(rounds) +
                          " times for one call; warden gives up after " +
                          std::to_string(options_.max_input_rounds));
+  mcp::InputRequired asked;
+  if (auto bad = mcp::ReadInputRequired(result, asked)) return FailInput(id, mcp::kInternalError, *bad);
   auto round = std::make_shared<InputRound>();
-  auto requests = result.find("inputRequests");
-  auto state = result.find("requestState");
-  const bool has_requests = requests != result.end();
-  const bool has_state = state != result.end();
-  if (!has_requests && !has_state)
-    return FailInput(id, mcp::kInternalError,
-                     "input_required without inputRequests or requestState");
-  if (has_state) {
-    if (!state->is_string())
-      return FailInput(id, mcp::kInternalError, "input_required with a requestState that is not a string");
-    round->request_state = state->get<std::string>();
-  }
-  std::vector<std::pair<std::string, mcp::Request>> questions;
-  if (has_requests) {
-    if (!requests->is_object())
-      return FailInput(id, mcp::kInternalError, "input_required with inputRequests that is not an object");
-    if (requests->size() > kMaxInputRequests)
-      return FailInput(id, mcp::kInternalError,
-                       "input_required with more than " + std::to_string(kMaxInputRequests) +
-                           " inputRequests");
-    int index = 0;
-    for (auto it = requests->begin(); it != requests->end(); ++it, ++index) {
-      const nlohmann::json& q = *it;
-      const std::string method =
-          q.is_object() && q.contains("method") && q["method"].is_string() ? q["method"].get<std::string>() : "";
-      if (method != "elicitation/create" && method != "sampling/createMessage" && method != "roots/list")
-        return FailInput(id, mcp::kInternalError,
-                         "inputRequests." + it.key() +
-                             " is not an elicitation/create, sampling/createMessage or roots/list request");
-      std::optional<nlohmann::json> params;
-      if (q.contains("params")) {
-        if (!q["params"].is_object())
-          return FailInput(id, mcp::kInternalError, "inputRequests." + it.key() + ".params is not an object");
-        params = q["params"];
-      }
-      // An id of the client's own: the gateway forwards the question with its own ids anyway.
-      mcp::Request question{mcp::Id("warden-input-" + std::to_string(id) + "-" + std::to_string(index)),
-                            method, std::move(params)};
-      questions.emplace_back(it.key(), std::move(question));
-    }
+  round->request_state = std::move(asked.request_state);
+  std::vector<std::pair<std::string, mcp::Request>> questions = std::move(asked.questions);
+  for (size_t index = 0; index < questions.size(); ++index) {
+    // An id of the client's own: the gateway forwards the question with its own ids anyway.
+    questions[index].second.id =
+        mcp::Id("warden-input-" + std::to_string(id) + "-" + std::to_string(index));
   }
   if (questions.empty()) return RetryWithInput(id, round);
   if (!events_.on_request)
@@ -1206,11 +1174,7 @@ Status ValidateHeaders(const std::map<std::string, std::string>& headers) {
       "connection",    "accept",         "mcp-session-id", "mcp-protocol-version",
       "last-event-id", "mcp-method",     "mcp-name"};
   for (const auto& [name, value] : headers) {
-    const bool token = !name.empty() && std::all_of(name.begin(), name.end(), [](unsigned char c) {
-      return std::isalnum(c) || std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) !=
-                                    std::string_view::npos;
-    });
-    if (!token) return Status::Error("header name '" + name + "' is not an HTTP token");
+    if (!IsHttpToken(name)) return Status::Error("header name '" + name + "' is not an HTTP token");
     if (value.find_first_of(std::string("\r\n\0", 3)) != std::string::npos)
       return Status::Error("header '" + name + "' has a CR, LF or NUL in its value");
     std::string lower = name;

@@ -18,7 +18,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { E2E_DIR, MODULES, NODE, NODE22, startServe, stdioUpstream, tempDir } from './lib/warden.mjs';
+import { E2E_DIR, MODULES, NODE, NODE22, startDualEraHttp, startServe, stdioUpstream, tempDir } from './lib/warden.mjs';
 
 const CONFORMANCE = join(MODULES, '@modelcontextprotocol', 'conformance', 'dist', 'index.js');
 const SERVER = join(E2E_DIR, 'conformance', 'dual-era-server.mjs');
@@ -43,22 +43,6 @@ const NOT_APPLICABLE = {
   http: { '2026-07-28': {}, '2025-11-25': {} },
   '2025-only': { '2026-07-28': LEGACY_UPSTREAM, '2025-11-25': {} },
 };
-
-/** conformance/dual-era-server.mjs over HTTP on a port of its own; resolves to { url, stop }. */
-async function httpUpstream() {
-  const proc = spawn(NODE, [SERVER, '--http', '0'], { cwd: E2E_DIR, stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  const url = await new Promise((resolve, reject) => {
-    proc.stderr.on('data', (d) => {
-      stderr += d;
-      const m = /dual-era: MCP endpoint (\S+)/.exec(stderr);
-      if (m) resolve(m[1]);
-    });
-    proc.on('exit', (code) => reject(new Error(`dual-era-server.mjs exited (${code}): ${stderr}`)));
-  });
-  proc.removeAllListeners('exit');
-  return { url, stop: () => proc.kill() };
-}
 
 function scored(revision) {
   const r = spawnSync(NODE22, [CONFORMANCE, 'list', '--server', '--requirements', revision], { encoding: 'utf8' });
@@ -93,7 +77,7 @@ const results = {};
 
 before(async () => {
   tmp = tempDir();
-  upstreamHttp = await httpUpstream();
+  upstreamHttp = await startDualEraHttp();
   const upstream = {
     stdio: stdioUpstream('conf', [NODE, SERVER, '--stdio']),
     http: `conf=${upstreamHttp.url}`,
@@ -111,7 +95,7 @@ before(async () => {
 });
 after(async () => {
   for (const g of Object.values(gateways)) await g?.stop();
-  upstreamHttp?.stop();
+  await upstreamHttp?.stop();
   tmp?.cleanup();
 });
 

@@ -17,7 +17,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { E2E_DIR, MODULES, NODE, NODE22, startServe, stdioUpstream, tempDir } from './lib/warden.mjs';
+import { E2E_DIR, MODULES, NODE, NODE22, startDualEraHttp, startServe, stdioUpstream, tempDir } from './lib/warden.mjs';
 
 const CONFORMANCE = join(MODULES, '@modelcontextprotocol', 'conformance', 'dist', 'index.js');
 const SPEC_VERSION = '2025-11-25';
@@ -38,25 +38,10 @@ const scenarios = (() => {
 
 let tmp, server, results;
 
-async function startFixtureDirect() {
-  const proc = spawn(NODE, [FIXTURE, '--http', '0'], { cwd: E2E_DIR, stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  const url = await new Promise((resolve, reject) => {
-    proc.stderr.on('data', (d) => {
-      stderr += d;
-      const m = /dual-era: MCP endpoint (\S+)/.exec(stderr);
-      if (m) resolve(m[1]);
-    });
-    proc.on('exit', (code) => reject(new Error(`dual-era-server.mjs exited (${code}): ${stderr}`)));
-  });
-  proc.removeAllListeners('exit');
-  return { url, stderr: () => stderr, stop: async () => { proc.kill(); } };
-}
-
 before(async () => {
   tmp = tempDir();
   server = process.env.WARDEN_E2E_CONFORMANCE_TARGET === 'fixture'
-    ? await startFixtureDirect()
+    ? await startDualEraHttp()
     : await startServe(['--no-prefix', '--audit-db', join(tmp.dir, 'audit.db'), '--upstream', stdioUpstream('conf', [NODE, FIXTURE, '--stdio'])]);
   const out = join(tmp.dir, 'results');
   const run = await new Promise((resolve) => {

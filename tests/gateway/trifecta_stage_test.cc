@@ -556,11 +556,17 @@ TEST_F(TrifectaStageTest, TaskEndForgetsTheTasksLegsAndNoOneElses) {
               StageResult::kContinue);
   }
   ASSERT_EQ(Run("chat__post", {{"text", "x"}}, json::object(), "s3", "T").result, StageResult::kDeny);
-  auto end = std::make_shared<CallContext>();
-  end->session = "s3";
-  end->task = "T";
-  end->tool = "task__end";
-  end->server = "task";
+  // A built-in: no forward, the execute stage runs it.
+  auto task_end = [](json arguments) {
+    auto call = std::make_shared<CallContext>();
+    call->session = "s3";
+    call->task = "T";
+    call->tool = "task__end";
+    call->server = "task";
+    call->arguments = std::move(arguments);
+    return call;
+  };
+  auto end = task_end(json::object());
   StageOutcome ended = pipeline_->Run(*end);
   ASSERT_EQ(ended.result, StageResult::kContinue) << ended.reason;
   ASSERT_TRUE(end->result);
@@ -573,13 +579,7 @@ TEST_F(TrifectaStageTest, TaskEndForgetsTheTasksLegsAndNoOneElses) {
   EXPECT_EQ(Run("chat__post", {{"text", "x"}}, {{"ok", true}}, "s5", "T").result, StageResult::kContinue);
   EXPECT_EQ(Run("chat__post", {{"text", "x"}}, json::object(), "s5", "U").result, StageResult::kDeny);
   // Arguments are refused, as for every tool whose schema has none.
-  auto bad = std::make_shared<CallContext>();
-  bad->session = "s3";
-  bad->task = "T";
-  bad->tool = "task__end";
-  bad->server = "task";
-  bad->arguments = {{"all", true}};
-  EXPECT_EQ(pipeline_->Run(*bad).refusal, Refusal::kInvalidArguments);
+  EXPECT_EQ(pipeline_->Run(*task_end({{"all", true}})).refusal, Refusal::kInvalidArguments);
 }
 
 TEST(FlowTrackerTest, EvictedKeysComeBackFromTheStoreAndKeysInFlightStay) {

@@ -352,28 +352,12 @@ void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json p
 
 void SessionUpstreams::VetQuestions(Entry& entry, mcp::Message reply,
                                     std::function<void(mcp::Message)> done) {
-  const json& result = std::get<mcp::Response>(reply).result;
-  auto requests = result.find("inputRequests");
-  if (requests == result.end()) return done(std::move(reply));
-  auto refuse = [&](const std::string& why) {
-    done(LocalError(0, mcp::kInternalError, "upstream " + entry.name + ": " + why));
-  };
-  if (!requests->is_object()) return refuse("input_required with inputRequests that is not an object");
-  if (requests->empty()) return done(std::move(reply));
-  if (requests->size() > 16) return refuse("input_required with more than 16 inputRequests");
+  mcp::InputRequired asked;
+  if (auto bad = mcp::ReadInputRequired(std::get<mcp::Response>(reply).result, asked))
+    return done(LocalError(0, mcp::kInternalError, "upstream " + entry.name + ": " + *bad));
+  if (asked.questions.empty()) return done(std::move(reply));
   std::vector<mcp::Request> questions;
-  for (auto it = requests->begin(); it != requests->end(); ++it) {
-    const json& q = *it;
-    const std::string method = q.is_object() && q.contains("method") && q["method"].is_string()
-                                   ? q["method"].get<std::string>()
-                                   : "";
-    if (method != "elicitation/create" && method != "sampling/createMessage" && method != "roots/list")
-      return refuse("inputRequests." + it.key() +
-                    " is not an elicitation/create, sampling/createMessage or roots/list request");
-    if (q.contains("params") && !q["params"].is_object())
-      return refuse("inputRequests." + it.key() + ".params is not an object");
-    questions.push_back(mcp::Request{mcp::Id(it.key()), method, q.value("params", json::object())});
-  }
+  for (auto& [key, question] : asked.questions) questions.push_back(std::move(question));
   struct Tally {
     std::mutex mu;
     size_t left = 0;

@@ -56,6 +56,26 @@ export function stdioUpstream(name, argv) {
 }
 
 /** A random API key and the hash a policy stores for it (`sha256:` + lower-case hex). */
+/**
+ * conformance/dual-era-server.mjs (ours, on the SDK v2) over Streamable HTTP on a free port, with
+ * `extraArgs` (`--era 2025`); resolves to { url, stderr(), stop() } once it prints its endpoint.
+ */
+export async function startDualEraHttp(extraArgs = []) {
+  const server = join(E2E_DIR, 'conformance', 'dual-era-server.mjs');
+  const proc = spawn(NODE, [server, '--http', '0', ...extraArgs], { cwd: E2E_DIR, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  const url = await new Promise((resolvePromise, reject) => {
+    proc.stderr.on('data', (d) => {
+      stderr += d;
+      const m = /dual-era: MCP endpoint (\S+)/.exec(stderr);
+      if (m) resolvePromise(m[1]);
+    });
+    proc.on('exit', (code) => reject(new Error(`dual-era-server.mjs exited (${code}): ${stderr}`)));
+  });
+  proc.removeAllListeners('exit');
+  return { url, stderr: () => stderr, stop: async () => { proc.kill(); } };
+}
+
 export function makeApiKey() {
   const key = `wk_${randomBytes(24).toString('hex')}`;
   return { key, hash: `sha256:${createHash('sha256').update(key).digest('hex')}` };
