@@ -637,12 +637,13 @@ void HttpConnection::ServeModern(mcp::ParseResult parsed) {
     return SendEmpty(HttpStatus::accepted, keep);
   }
   mcp::Request& request = std::get<mcp::Request>(message);
-  const std::string version = mcp::MetaProtocolVersion(request);
   const auto& head = parser_->get();
-  // The envelope first: a 2026 request carries its version and its client's capabilities.
+  // The envelope first: a 2026 request carries its version and its client's capabilities. It is
+  // read here once and handed to the task context.
   mcp::RequestMeta meta;
   if (auto bad = mcp::ReadRequestMeta(request, meta))
     return send_error(HttpStatus::bad_request, mcp::MakeError(request.id, mcp::kInvalidParams, *bad));
+  const std::string& version = meta.protocol_version;
   const nlohmann::json* body_meta =
       request.params && request.params->is_object() && request.params->contains("_meta")
           ? &(*request.params)["_meta"]
@@ -693,11 +694,12 @@ void HttpConnection::ServeModern(mcp::ParseResult parsed) {
     return send_error(HttpStatus::ok,
                       mcp::MakeError(request.id, mcp::kInvalidParams, context.status().message()));
   }
-  HandleMessages(std::move(*context), std::move(parsed), false, /*modern=*/true);
+  HandleMessages(std::move(*context), std::move(parsed), false, std::move(meta));
 }
 
 void HttpConnection::HandleMessages(std::shared_ptr<McpSession> session, mcp::ParseResult parsed,
-                                    bool new_session, bool modern) {
+                                    bool new_session, std::optional<mcp::RequestMeta> meta) {
+  const bool modern = meta.has_value();
   auto post = std::make_shared<PostState>();
   post->is_batch = parsed.is_batch;
   post->modern = modern;
@@ -792,7 +794,8 @@ void HttpConnection::HandleMessages(std::shared_ptr<McpSession> session, mcp::Pa
         std::lock_guard lock(post->cancel_mu);
         post->cancel = std::move(token);
       };
-      session->HandleModern(std::get<mcp::Request>(message), std::move(exchange));
+      session->HandleModern(std::move(std::get<mcp::Request>(message)), std::move(exchange),
+                            std::move(meta));
     } else {
       session->Handle(std::move(message), std::move(exchange));
     }

@@ -30,6 +30,7 @@
 
 #include "gateway/http/http_sessions.h"
 #include "mcp/jsonrpc.h"
+#include "mcp/modern.h"
 
 namespace warden::gateway::http {
 
@@ -135,8 +136,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // 2026-07-28 (no session): the request's version, headers and task context.
   bool IsModernRequest(const mcp::ParseResult& parsed) const;
   void ServeModern(mcp::ParseResult parsed);
+  // `modern`: the one 2026 request's envelope, read by ServeModern (a task context serves it).
   void HandleMessages(std::shared_ptr<McpSession> session, mcp::ParseResult parsed,
-                      bool new_session, bool modern = false);
+                      bool new_session, std::optional<mcp::RequestMeta> modern = std::nullopt);
 
   // Replies and related messages coming back from a session (on the strand).
   void OnReply(const std::shared_ptr<PostState>& post, std::size_t slot, std::string text,

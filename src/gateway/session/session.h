@@ -30,6 +30,7 @@
 #include "gateway/stages/kill_switches.h"
 #include "gateway/stages/stages.h"
 #include "mcp/jsonrpc.h"
+#include "mcp/modern.h"
 
 namespace warden::gateway {
 
@@ -92,7 +93,9 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   // session has except the removed ones (-32601), and the retry of a call that answered
   // input_required (params.requestState, params.inputResponses). Every result carries
   // resultType; lists carry ttlMs and cacheScope. Never throws.
-  void HandleModern(const mcp::Request& request, Exchange exchange);
+  // `meta`: the request's envelope when the edge has read it already (else it is read here).
+  void HandleModern(mcp::Request request, Exchange exchange,
+                    std::optional<mcp::RequestMeta> meta = std::nullopt);
   bool modern() const { return options_.modern; }
   // The calls parked waiting for a retry (memory accounting and tests).
   size_t parked_count() const;
@@ -162,10 +165,10 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   mcp::Message Discover(const mcp::Request& request);
   // `caps`: what the request declared its client can answer; `log_level`: the lowest level of log
   // messages it wants on its stream ("" none). Both from its _meta.
-  void StartModernCall(const mcp::Request& request, Exchange exchange, const nlohmann::json& caps,
+  void StartModernCall(mcp::Request request, Exchange exchange, nlohmann::json caps,
                        const std::string& log_level);
-  void ResumeModernCall(const mcp::Request& request, Exchange exchange,
-                        const nlohmann::json& caps, const std::string& log_level);
+  void ResumeModernCall(const mcp::Request& request, Exchange exchange, nlohmann::json caps,
+                        const std::string& log_level);
   // Ends the current round of `parked` with input_required (posted: asks that come together go
   // out together).
   void EndRound(const std::shared_ptr<Parked>& parked);

@@ -72,7 +72,7 @@ std::function<void(mcp::Message)> ModernReply(std::string method,
 // client's retry it waits here, on this node, named by `handle` in the request state.
 struct McpSession::Parked {
   std::mutex mu;
-  std::string handle;  // pk_local_HEX
+  std::string handle;  // pk_local_HEX, given when the call first parks
   std::string method;
   // The request as first sent, for the digest a retry must match (computed when the call first
   // parks: most calls never do).
@@ -298,7 +298,8 @@ bool McpSession::busy() const {
   return !in_flight_.empty() || !parked_.empty() || !listeners_.empty();
 }
 
-void McpSession::HandleModern(const mcp::Request& request, Exchange exchange) {
+void McpSession::HandleModern(mcp::Request request, Exchange exchange,
+                              std::optional<mcp::RequestMeta> read) {
   Touch();
   RedactForClient(exchange);
   auto reply_now = [&](mcp::Message m) {
@@ -308,9 +309,14 @@ void McpSession::HandleModern(const mcp::Request& request, Exchange exchange) {
   };
   if (closed_.load())
     return reply_now(mcp::MakeError(request.id, mcp::kInvalidRequest, "the task has ended"));
+  // The edge that parsed the request may have read its envelope already (HTTP does, to check
+  // the mirror headers): it is read once.
   mcp::RequestMeta meta;
-  if (auto bad = mcp::ReadRequestMeta(request, meta))
+  if (read) {
+    meta = std::move(*read);
+  } else if (auto bad = mcp::ReadRequestMeta(request, meta)) {
     return reply_now(mcp::MakeError(request.id, mcp::kInvalidParams, *bad));
+  }
   if (!mcp::IsModernVersion(meta.protocol_version))
     return reply_now(mcp::UnsupportedVersion(request.id, meta.protocol_version));
   if (mcp::RemovedInModern(request.method))
@@ -348,12 +354,13 @@ void McpSession::HandleModern(const mcp::Request& request, Exchange exchange) {
   if (request.method == "subscriptions/listen") return Listen(request, std::move(exchange));
   const json* params = request.params && request.params->is_object() ? &*request.params : nullptr;
   if (params && params->contains("requestState"))
-    return ResumeModernCall(request, std::move(exchange), meta.client_capabilities,
+    return ResumeModernCall(request, std::move(exchange), std::move(meta.client_capabilities),
                             meta.log_level);
   // Answers without a state resume nothing of warden's: the request is a new call, and the
   // answers go along to the upstream (a 2026 upstream may take answers it asked for with no
   // state of its own; a 2025 one never sees them: the upstream client drops them).
-  StartModernCall(request, std::move(exchange), meta.client_capabilities, meta.log_level);
+  StartModernCall(std::move(request), std::move(exchange), std::move(meta.client_capabilities),
+                  meta.log_level);
 }
 
 mcp::Message McpSession::Discover(const mcp::Request& request) {
@@ -374,17 +381,18 @@ mcp::Message McpSession::Discover(const mcp::Request& request) {
   return mcp::Response{request.id, std::move(result)};
 }
 
-void McpSession::StartModernCall(const mcp::Request& request, Exchange exchange,
-                                 const json& caps, const std::string& log_level) {
+void McpSession::StartModernCall(mcp::Request request, Exchange exchange, json caps,
+                                 const std::string& log_level) {
+  // Most calls never park: the record is cheap until they do (no handle, no digest yet), and it
+  // holds the one copy of the request the pipeline reads.
   auto parked = std::make_shared<Parked>();
-  parked->caps = caps;
+  parked->caps = std::move(caps);
   parked->log_level = LogLevelRank(log_level);
-  parked->handle = "pk_local_" + RandomHex(16);
   parked->method = request.method;
-  parked->original = request;
   parked->current_id = request.id;
   parked->current.related = std::move(exchange.related);
   parked->current.reply = ModernReply(request.method, std::move(exchange.reply));
+  parked->original = std::move(request);
   std::weak_ptr<McpSession> weak = weak_from_this();
   Exchange inner;
   inner.waiting_for_client = parked->waiting;
@@ -499,7 +507,7 @@ void McpSession::StartModernCall(const mcp::Request& request, Exchange exchange,
     if (auto* err = std::get_if<mcp::ErrorResponse>(&m)) err->id = id;
     reply(std::move(m));
   };
-  HandleRequest(request, std::move(inner));
+  HandleRequest(parked->original, std::move(inner));
 }
 
 void McpSession::EndRound(const std::shared_ptr<Parked>& parked) {
@@ -511,6 +519,7 @@ void McpSession::EndRound(const std::shared_ptr<Parked>& parked) {
     parked->round_posted = false;
     if (parked->done || !parked->current.reply || parked->asked.empty()) return;
     if (parked->digest.empty()) parked->digest = CallDigest(parked->original);
+    if (parked->handle.empty()) parked->handle = "pk_local_" + RandomHex(16);
     RequestState state;
     state.id = RandomHex(16);
     state.principal = PrincipalOf(caller_);
@@ -665,8 +674,8 @@ void McpSession::RefuseState(const mcp::Request& request, const Exchange& exchan
   if (exchange.reply) exchange.reply(mcp::MakeError(request.id, mcp::kInvalidParams, why));
 }
 
-void McpSession::ResumeModernCall(const mcp::Request& request, Exchange exchange,
-                                  const json& caps, const std::string& log_level) {
+void McpSession::ResumeModernCall(const mcp::Request& request, Exchange exchange, json caps,
+                                  const std::string& log_level) {
   const json& params = *request.params;
   auto state_text = params.find("requestState");
   if (state_text == params.end() || !state_text->is_string())
@@ -699,7 +708,7 @@ void McpSession::ResumeModernCall(const mcp::Request& request, Exchange exchange
     mcp::Request retry = request;
     retry.params->erase("requestState");
     if (state.inner) (*retry.params)["requestState"] = *state.inner;
-    return StartModernCall(retry, std::move(exchange), caps, log_level);
+    return StartModernCall(std::move(retry), std::move(exchange), std::move(caps), log_level);
   }
   if (state.kind != "parked")
     return RefuseState(request, exchange, "requestState is of a kind this gateway does not resume");
@@ -729,7 +738,7 @@ void McpSession::ResumeModernCall(const mcp::Request& request, Exchange exchange
         parked->current.reply = std::move(reply);
         parked->current.related = std::move(exchange.related);
         parked->current_id = request.id;
-        parked->caps = caps;
+        parked->caps = std::move(caps);
         parked->log_level = LogLevelRank(log_level);
         cancel = parked->cancel;
         std::vector<std::pair<std::string, json>> still;

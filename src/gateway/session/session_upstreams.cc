@@ -115,12 +115,11 @@ void SessionUpstreams::Tools(McpSession::InFlight& flight,
     f->cancel->OnCancel({});
     std::vector<json> out;
     for (auto& entry : self->entries_) {
-      json tools;
-      std::set<std::string> shown;
-      if (!entry->instance->Listed(&tools, &shown)) continue;
-      for (const json& t : tools) {
+      auto listing = entry->instance->Listed();
+      if (!listing) continue;
+      for (const json& t : listing->tools) {
         const std::string name = t["name"].get<std::string>();
-        if (!shown.count(name)) continue;
+        if (!listing->shown.count(name)) continue;
         json exposed = t;
         exposed["name"] = ExposedName(entry->prefix, name);
         out.push_back(std::move(exposed));
@@ -140,9 +139,7 @@ void SessionUpstreams::Route(const std::shared_ptr<CallContext>& call, const jso
           call->tool.compare(0, entry->prefix.size() + 2, entry->prefix + "__") == 0))
       continue;
     candidates.push_back(entry.get());
-    json tools;
-    std::set<std::string> shown;
-    if (!entry->instance->Listed(&tools, &shown)) waiting.push_back(entry.get());
+    if (!entry->instance->HasListing()) waiting.push_back(entry.get());
   }
   if (waiting.empty()) {
     RouteNow(*call, params, flight, candidates);
@@ -165,37 +162,26 @@ void SessionUpstreams::RouteNow(CallContext& call, const json& params, McpSessio
   for (Entry* entry : candidates) {
     const std::string upstream_name =
         entry->prefix.empty() ? call.tool : call.tool.substr(entry->prefix.size() + 2);
-    json tools;
-    std::set<std::string> shown;
-    if (!entry->instance->Listed(&tools, &shown)) {
+    auto listing = entry->instance->Listed();
+    if (!listing) {
       if (!not_ready) not_ready = entry;
       continue;
     }
-    bool known = false;
-    json definition;
-    for (const json& t : tools) {
-      if (t["name"] == upstream_name) {
-        known = true;
-        definition = t;
-      }
-    }
-    if (!known) continue;
+    const json* definition = listing->Find(upstream_name);
+    if (definition == nullptr) continue;
     call.server = entry->name;
     flight.upstream = entry->name;
     // A tool whose definition changed since it was pinned stays unexecutable: without `forward`
     // the execute stage answers it as an unknown tool, as tools/list hides it.
-    if (!shown.count(upstream_name)) return;
-    call.tool_definition = std::move(definition);
+    if (!listing->shown.count(upstream_name)) return;
+    call.tool_definition = *definition;
     // What the upstream lists for the tool now (null once it is gone or no longer the pinned
     // one): a call that waited for a person runs only if the tool is still what they saw.
     call.definition_now = [self = shared_from_this(), e = entry, upstream_name]() -> json {
-      json now_tools;
-      std::set<std::string> now_shown;
-      if (!e->instance->Listed(&now_tools, &now_shown) || !now_shown.count(upstream_name))
-        return nullptr;
-      for (const json& t : now_tools)
-        if (t.is_object() && t.value("name", "") == upstream_name) return t;
-      return nullptr;
+      auto now = e->instance->Listed();
+      if (!now || !now->shown.count(upstream_name)) return nullptr;
+      const json* definition = now->Find(upstream_name);
+      return definition ? *definition : json(nullptr);
     };
     Entry* e = entry;
     McpSession::InFlight* f = &flight;

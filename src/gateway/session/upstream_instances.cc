@@ -164,9 +164,10 @@ void UpstreamInstance::ListTools(bool announce, bool only_if_changed) {
   uint64_t round;
   {
     std::lock_guard lock(mu_);
-    if (only_if_changed && tools == tools_ && shown == shown_ && error == error_) announce = false;
-    tools_ = std::move(tools);
-    shown_ = std::move(shown);
+    if (only_if_changed && tools == listing_->tools && shown == listing_->shown &&
+        error == error_)
+      announce = false;
+    listing_ = std::make_shared<const Listing>(Listing{std::move(tools), std::move(shown)});
     error_ = error;
     pin_generation_ = generation;
     listed_ = true;
@@ -232,28 +233,38 @@ Result<std::set<std::string>> UpstreamInstance::Review(const json& tools) {
   return shown;
 }
 
-bool UpstreamInstance::Listed(json* tools, std::set<std::string>* shown) {
+const json* UpstreamInstance::Listing::Find(const std::string& name) const {
+  for (const json& t : tools)
+    if (t.is_object() && t.contains("name") && t["name"] == name) return &t;
+  return nullptr;
+}
+
+bool UpstreamInstance::HasListing() const {
+  std::lock_guard lock(mu_);
+  return listed_;
+}
+
+std::shared_ptr<const UpstreamInstance::Listing> UpstreamInstance::Listed() {
   const int64_t generation = core_.options().pin_generation ? core_.options().pin_generation() : -1;
-  json current;
+  std::shared_ptr<const Listing> current;
   {
     std::lock_guard lock(mu_);
-    if (!listed_) return false;
-    if (pin_generation_ == generation) {
-      *tools = tools_;
-      *shown = shown_;
-      return true;
-    }
-    current = tools_;
+    if (!listed_) return nullptr;
+    if (pin_generation_ == generation) return listing_;
+    current = listing_;
   }
   // An approval happened since (`warden tools approve`): review again, so that approved tools
   // appear without a restart.
-  auto allowed = Review(current);
+  auto allowed = Review(current->tools);
+  auto reviewed = std::make_shared<const Listing>(
+      Listing{current->tools, allowed ? std::move(*allowed) : std::set<std::string>{}});
   std::lock_guard lock(mu_);
-  shown_ = allowed ? std::move(*allowed) : std::set<std::string>{};
-  pin_generation_ = generation;
-  *tools = tools_;
-  *shown = shown_;
-  return true;
+  // A listing that came meanwhile is newer than this review of the old one: it stays.
+  if (listing_ == current) {
+    listing_ = reviewed;
+    pin_generation_ = generation;
+  }
+  return listing_;
 }
 
 std::string UpstreamInstance::error() const {

@@ -98,9 +98,18 @@ class UpstreamInstance : public std::enable_shared_from_this<UpstreamInstance> {
   void Abandon(uint64_t ticket);
 
   // The listed tools (upstream definitions, objects with a string "name") and the names pin
-  // review lets through (reviewed again when an approval happened since); false before the
-  // first listing.
-  bool Listed(nlohmann::json* tools, std::set<std::string>* shown);
+  // review lets through (reviewed again when an approval happened since); null before the
+  // first listing. A snapshot shared with the instance, never copied per call: a new listing
+  // or review replaces it whole.
+  struct Listing {
+    nlohmann::json tools = nlohmann::json::array();
+    std::set<std::string> shown;
+    // The definition of the tool named `name`, or null when the listing has none.
+    const nlohmann::json* Find(const std::string& name) const;
+  };
+  std::shared_ptr<const Listing> Listed();
+  // Whether Listed() has a listing to give (without the pin review's check).
+  bool HasListing() const;
   // Why the last listing failed, or why the instance is down; "" when neither.
   std::string error() const;
   bool stopped() const;
@@ -145,8 +154,7 @@ class UpstreamInstance : public std::enable_shared_from_this<UpstreamInstance> {
   bool down_ = false;    // died and waiting to restart
   bool gone_ = false;    // stopped for good
   std::string error_;
-  nlohmann::json tools_ = nlohmann::json::array();
-  std::set<std::string> shown_;
+  std::shared_ptr<const Listing> listing_ = std::make_shared<Listing>();
   int64_t pin_generation_ = -1;
   uint64_t list_round_ = 0;  // ListTools calls so far: a ttlMs refresh timer of an older one is stale
   std::vector<Waiter> waiters_;

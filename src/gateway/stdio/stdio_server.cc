@@ -165,7 +165,8 @@ void StdioServer::HandleModernLine(mcp::ParseResult parsed) {
     write_message(mcp::MakeError(request->id, mcp::kInvalidParams, context.status().message()));
     return;
   }
-  (*context)->HandleModern(*request, Exchange{.related = write_message, .reply = write_message});
+  (*context)->HandleModern(std::move(*request),
+                           Exchange{.related = write_message, .reply = write_message});
 }
 
 Status StdioServer::Serve(int in_fd, int out_fd) {
