@@ -413,15 +413,26 @@ Result<std::vector<PinnedTool>> PinStore::ApproveServer(const std::string& serve
 Result<int64_t> PinStore::ApprovalGeneration() {
   std::lock_guard lock(mu_);
   sqlite3* db = db_.get();
-  auto exists = TableExists(db, "state_meta");
-  if (!exists) return exists.status();
-  if (!*exists) return int64_t{0};
-  auto stmt = Prepare(db, "SELECT value FROM state_meta WHERE key = 'pin_generation'");
-  if (!stmt) return stmt.status();
-  int rc = sqlite3_step(stmt->get());
-  if (rc == SQLITE_DONE) return int64_t{0};
-  if (rc != SQLITE_ROW) return SqlError(db, "read approval generation");
-  return static_cast<int64_t>(sqlite3_column_int64(stmt->get(), 0));
+  // Asked on every forwarded call: the statement is prepared once, when the table exists
+  // (preparing it, and asking the schema first, cost ~50 us a call).
+  if (!generation_stmt_) {
+    auto exists = TableExists(db, "state_meta");
+    if (!exists) return exists.status();
+    if (!*exists) return int64_t{0};
+    auto stmt = Prepare(db, "SELECT value FROM state_meta WHERE key = 'pin_generation'");
+    if (!stmt) return stmt.status();
+    generation_stmt_ = std::move(*stmt);
+  }
+  sqlite3_stmt* stmt = generation_stmt_.get();
+  const int rc = sqlite3_step(stmt);
+  const int64_t value = rc == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : 0;
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    Status error = SqlError(db, "read approval generation");
+    generation_stmt_.reset();  // prepared again next time (the schema may have changed)
+    return error;
+  }
+  sqlite3_reset(stmt);
+  return value;
 }
 
 }  // namespace warden::state

@@ -105,6 +105,7 @@ class PinStore {
   DatabaseOptions options_;
   std::mutex mu_;  // one transaction at a time on db_
   Db db_;
+  Stmt generation_stmt_;  // ApprovalGeneration's, once prepared (finalized before db_ closes)
 };
 
 }  // namespace warden::state
