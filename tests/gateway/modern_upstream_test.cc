@@ -27,7 +27,9 @@ class ModernUpstreamTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(); }
   // The gateway, fronting the fixture run with `args` (a YAML list's items after the script).
-  void Start(const std::string& args = "", std::chrono::milliseconds min_list_ttl = 5000ms) {
+  // `more`: further upstreams, YAML lines under `upstreams:`.
+  void Start(const std::string& args = "", std::chrono::milliseconds min_list_ttl = 5000ms,
+             const std::string& more = "") {
     GatewayOptions options{.worker_threads = 2,
                            .make_upstream = [](upstream::Spec spec, upstream::Events events,
                                                upstream::ClientOptions o) {
@@ -40,8 +42,8 @@ class ModernUpstreamTest : public ::testing::Test {
     gw_.reset();
     gw_ = std::make_unique<testing::TestGateway>(
         testing::PolicyFromText("version: 1\nupstreams:\n  m:\n    command: [/usr/bin/python3, \"" +
-                                ModernFixture() + "\"" + args +
-                                "]\ntools:\n  - match: { server: m }\n    risk: low\n"
+                                ModernFixture() + "\"" + args + "]\n" + more +
+                                "tools:\n  - match: { server: m }\n    risk: low\n  - match: { server: e }\n    risk: low\n"
                                 "defaults:\n  effect_by_risk: { low: allow, medium: allow, high: ask }\n"),
         dir_.File("audit.db"), identity::Caller{"", "tester", "", ""}, options);
   }
@@ -162,6 +164,54 @@ TEST_F(ModernUpstreamTest, TheUpstreamIsToldTheCapabilitiesOfTheRequestItServes)
   EXPECT_EQ(meta["result"]["structuredContent"]["io.modelcontextprotocol/clientCapabilities"],
             json({{"sampling", json::object()}}))
       << meta.dump();
+}
+
+// A 2025 session's client is what its calls can answer: a 2026 upstream is told the session's
+// own capabilities with each call, not those of the session that started the (per-user)
+// instance.
+TEST_F(ModernUpstreamTest, TheUpstreamIsToldTheCapabilitiesOfThe2025SessionItServes) {
+  auto first = gw_->NewSession();
+  ASSERT_TRUE(testing::Initialize2025(*first, {{"elicitation", json::object()}}));
+  auto second = gw_->NewSession();
+  ASSERT_TRUE(testing::Initialize2025(*second, {{"roots", {{"listChanged", true}}}}));
+  const json call = {{"name", "m__meta"}, {"arguments", json::object()}};
+  json meta = testing::SendRequest(*second, 2, "tools/call", call).get();
+  ASSERT_TRUE(meta.contains("result")) << meta.dump();
+  EXPECT_EQ(meta["result"]["structuredContent"]["io.modelcontextprotocol/clientCapabilities"],
+            json({{"roots", {{"listChanged", true}}}}))
+      << meta.dump();
+  meta = testing::SendRequest(*first, 2, "tools/call", call).get();
+  EXPECT_EQ(meta["result"]["structuredContent"]["io.modelcontextprotocol/clientCapabilities"],
+            json({{"elicitation", json::object()}}))
+      << meta.dump();
+  first->Close();
+  second->Close();
+}
+
+// The envelope of a 2026 request is of its hop to warden: a 2025 upstream sees none of it, a
+// 2026 upstream sees warden's (its own client info and version), never the agent's claims.
+TEST_F(ModernUpstreamTest, TheClientsEnvelopeStopsAtWarden) {
+  Start("", 5000ms,
+        "  e:\n    command: [/usr/bin/python3, \"" + std::string(WARDEN_SOURCE_DIR) +
+            "/tests/upstream/fixtures/echo_server.py\", --meta]\n");
+  auto context = Context(identity::Caller{"", "tester", "", ""}, "t1");
+  json with = {{"arguments", json::object()},
+               {"_meta",
+                {{"io.modelcontextprotocol/clientInfo", {{"name", "agent-claims"}, {"version", "9"}}},
+                 {"io.modelcontextprotocol/logLevel", "debug"},
+                 {"progressToken", "p1"}}}};
+  with["name"] = "e__meta";
+  json legacy = Wait(Send(*context, 1, with));
+  ASSERT_TRUE(legacy.contains("result")) << legacy.dump();
+  const json& seen = legacy["result"]["structuredContent"];
+  EXPECT_EQ(seen.dump().find("io.modelcontextprotocol"), std::string::npos) << seen.dump();
+  EXPECT_TRUE(seen.contains("progressToken")) << "the call's own _meta goes along: " << seen.dump();
+  with["name"] = "m__meta";
+  json modern = Wait(Send(*context, 2, with));
+  ASSERT_TRUE(modern.contains("result")) << modern.dump();
+  const json& told = modern["result"]["structuredContent"];
+  EXPECT_EQ(told.dump().find("agent-claims"), std::string::npos) << told.dump();
+  EXPECT_EQ(told["io.modelcontextprotocol/protocolVersion"], "2026-07-28") << told.dump();
 }
 
 // A list that came with ttlMs is listed again when it runs out: a tool the upstream added

@@ -278,6 +278,7 @@ void McpSession::Run(const mcp::Request& request, Exchange exchange, Work work) 
   flight->method = request.method;
   flight->related = exchange.related;
   flight->waiting_for_client = exchange.waiting_for_client;
+  flight->client_capabilities = std::move(exchange.client_capabilities);
   // A task context serves requests from many connections, whose ids may repeat: its own key.
   const std::string key = options_.modern
                               ? request.id.ToString() + "#" + std::to_string(++modern_seq_)

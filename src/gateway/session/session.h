@@ -60,6 +60,9 @@ struct Exchange {
   // Set while the request waits for its client to answer a question (a 2026 call parked for its
   // retry): an upstream's next question is then not taken to be this request's (may be unset).
   std::shared_ptr<std::atomic<bool>> waiting_for_client;
+  // What this one request declared its client can answer (a 2026 request's _meta); null for a
+  // request of a 2025 session, whose client declared it at initialize.
+  nlohmann::json client_capabilities;
 };
 
 struct SessionOptions {
@@ -146,6 +149,7 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
     // The pipeline's view of it once decided: progress on its way out passes its stages.
     std::weak_ptr<CallContext> call;
     std::shared_ptr<std::atomic<bool>> waiting_for_client;  // see Exchange
+    nlohmann::json client_capabilities;                      // see Exchange
   };
   void HandleRequest(const mcp::Request& request, Exchange exchange);
   // What goes back to the client passes the credential broker's redactor last.

@@ -393,9 +393,21 @@ void McpSession::StartModernCall(mcp::Request request, Exchange exchange, json c
   parked->current.related = std::move(exchange.related);
   parked->current.reply = ModernReply(request.method, std::move(exchange.reply));
   parked->original = std::move(request);
+  // The client's envelope belongs to its hop to warden: what the pipeline and the upstreams see
+  // of the call is without it (a 2026 upstream gets warden's own envelope from the upstream
+  // client, a 2025 one none). The capabilities go with the call on their own.
+  if (auto& params = parked->original.params; params && params->is_object()) {
+    if (auto meta = params->find("_meta"); meta != params->end() && meta->is_object()) {
+      for (const char* key : {mcp::kMetaProtocolVersion, mcp::kMetaClientCapabilities,
+                              mcp::kMetaClientInfo, mcp::kMetaLogLevel})
+        meta->erase(key);
+      if (meta->empty()) params->erase(meta);
+    }
+  }
   std::weak_ptr<McpSession> weak = weak_from_this();
   Exchange inner;
   inner.waiting_for_client = parked->waiting;
+  inner.client_capabilities = parked->caps;
   inner.on_start = [parked, outer = std::move(exchange.on_start)](std::shared_ptr<CancelToken> t) {
     {
       std::lock_guard lock(parked->mu);

@@ -295,28 +295,30 @@ void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json p
   std::function<void(mcp::Message)> reply_to = std::move(on_reply);
   upstream::SendOptions options;
   if (has_headers) options.headers = std::move(headers);
-  if (session_.modern() &&
-      (method == "tools/call" || method == "prompts/get" || method == "resources/read")) {
-    // A 2026 upstream's questions go back to the 2026 client as input_required, which it
-    // answers in its retry (docs/requests.md, "An upstream's input_required"): the upstream is
-    // told what this one request can answer. A shared instance is offered nothing, as a 2025 one
-    // is offered no questions.
-    options.relay_input_required = true;
+  const bool may_ask = method == "tools/call" || method == "prompts/get" || method == "resources/read";
+  if (may_ask) {
+    // A 2026 upstream is told, per request, what the client behind this call can answer: a 2026
+    // request's own declaration, else the 2025 session's. A shared instance is offered nothing
+    // (its questions could not be told apart between users).
+    const json declared = flight && !flight->client_capabilities.is_null()
+                              ? flight->client_capabilities
+                              : session_.client_capabilities();
     json caps = json::object();
-    const json* meta = params.is_object() && params.contains("_meta") && params["_meta"].is_object()
-                           ? &params["_meta"]
-                           : nullptr;
-    if (meta && !entry.instance->shared_between_users() && meta->contains(mcp::kMetaClientCapabilities) &&
-        (*meta)[mcp::kMetaClientCapabilities].is_object()) {
-      const json& declared = (*meta)[mcp::kMetaClientCapabilities];
+    if (!entry.instance->shared_between_users() && declared.is_object())
       for (const char* cap : {"sampling", "elicitation", "roots"})
         if (declared.contains(cap)) caps[cap] = declared[cap];
-    }
     options.client_capabilities = std::move(caps);
+  }
+  if (session_.modern() && may_ask) {
+    // A 2026 upstream's questions go back to the 2026 client as input_required, which it
+    // answers in its retry (docs/requests.md, "An upstream's input_required").
+    options.relay_input_required = true;
     reply_to = [self = shared_from_this(), entry = &entry,
                 done = std::move(reply_to)](mcp::Message reply) mutable {
       auto* ok = std::get_if<mcp::Response>(&reply);
-      if (!ok || !ok->result.is_object() || ok->result.value("resultType", "") != "input_required")
+      if (!ok || !ok->result.is_object()) return done(std::move(reply));
+      if (auto type = ok->result.find("resultType");
+          type == ok->result.end() || *type != "input_required")
         return done(std::move(reply));
       // Set aside here, before the response stages see the upstream's opaque state.
       Status stashed = self->session_.StashUpstreamState(ok->result);
