@@ -112,6 +112,8 @@ class GatewayCore {
 
   // Seals and opens MCP 2026-07-28 request states (session/request_state.h).
   const RequestStateSealer& request_states() const { return *request_states_; }
+  // The "upstream" request states already used on this node (single use, request_state.h).
+  UsedStates& used_states() { return used_states_; }
 
   // The sandbox options a stdio upstream runs with: the policy's profile for it when named,
   // else the default (read-only: the executable's directory, the directories of absolute paths
@@ -153,6 +155,7 @@ class GatewayCore {
   boost::asio::thread_pool control_;
   std::unique_ptr<UpstreamInstances> instances_;
   std::unique_ptr<RequestStateSealer> request_states_;
+  UsedStates used_states_;
   mutable std::mutex sessions_mu_;
   std::vector<std::weak_ptr<McpSession>> sessions_;
   // What the kill-switch listener reaches the core through: the switches outlive the core and

@@ -120,6 +120,15 @@ TEST_F(ModernUpstreamTest, ItsInputRequiredReachesA2026ClientWithItsKeysAndItsSt
   ASSERT_TRUE(again.contains("error")) << again.dump();
   EXPECT_EQ(again["error"]["code"], -32602);
   EXPECT_NE(again["error"]["message"].get<std::string>().find("already used"), std::string::npos);
+  // Nor after the task context that took it is gone (idle, evicted or ended): single use is
+  // kept by the gateway, not by the context.
+  context->Close();
+  auto next = Context(identity::Caller{"", "tester", "", ""});
+  json replayed = Wait(Send(*next, 4, retry));
+  ASSERT_TRUE(replayed.contains("error")) << replayed.dump();
+  EXPECT_NE(replayed["error"]["message"].get<std::string>().find("already used"),
+            std::string::npos)
+      << replayed.dump();
 }
 
 // The attack: a state warden wrapped is tried by another caller, in another task, for another

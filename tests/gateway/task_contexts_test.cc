@@ -2,6 +2,7 @@
 // principals; a malformed task or scope refused; at most N per principal, an idle one making room
 // and a new task refused when all are busy.
 #include "gateway/session/task_contexts.h"
+#include "gateway/session/request_state.h"
 
 #include <gtest/gtest.h>
 
@@ -105,6 +106,47 @@ TEST_F(TaskContextsTest, AtTheCapAnIdleContextMakesRoomAndWhenAllAreBusyANewTask
   EXPECT_NE(fourth.status().message().find("tasks with calls in flight"), std::string::npos)
       << fourth.status().message();
   EXPECT_EQ(closed_.size(), 1u);
+}
+
+// task__end ends the task's context: the next request of that task gets a new one (the old one
+// closed), while another task of the same caller, and the same task of another, keep theirs.
+TEST_F(TaskContextsTest, AnEndedTaskGetsANewContext) {
+  TaskContexts tasks = Registry(8);
+  const identity::Caller alice{"acme", "alice", "bot", ""}, bob{"acme", "bob", "bot", ""};
+  auto t1 = tasks.For(alice, Req({{"warden/task", "t1"}}));
+  auto t2 = tasks.For(alice, Req({{"warden/task", "t2"}}));
+  auto bob1 = tasks.For(bob, Req({{"warden/task", "t1"}}));
+  ASSERT_TRUE(t1 && t2 && bob1);
+  CallContext end;
+  end.tenant = "acme";
+  end.user = "alice";
+  end.agent = "bot";
+  end.task = "t1";
+  for (auto& context : tasks.All()) context->CancelTaskCalls(end, "task__end");
+  EXPECT_TRUE((*t1)->ended());
+  EXPECT_FALSE((*t2)->ended());
+  EXPECT_FALSE((*bob1)->ended());
+  auto again = tasks.For(alice, Req({{"warden/task", "t1"}}));
+  ASSERT_TRUE(again);
+  EXPECT_NE(again->get(), t1->get());
+  ASSERT_EQ(closed_.size(), 1u);
+  EXPECT_EQ(closed_[0], t1->get());
+  EXPECT_EQ(tasks.For(alice, Req({{"warden/task", "t2"}}))->get(), t2->get());
+  EXPECT_EQ(tasks.For(bob, Req({{"warden/task", "t1"}}))->get(), bob1->get());
+}
+
+// The gateway-wide ledger behind single use of "upstream" request states: an id is taken once
+// until it expires, and a full ledger refuses rather than forgets.
+TEST(UsedStatesTest, OnceUntilExpiryAndFullRefuses) {
+  UsedStates used(2);
+  EXPECT_EQ(used.MarkUsed("a", 1000, 0), UsedStates::Use::kFirst);
+  EXPECT_EQ(used.MarkUsed("a", 1000, 10), UsedStates::Use::kAlreadyUsed);
+  EXPECT_EQ(used.MarkUsed("b", 2000, 10), UsedStates::Use::kFirst);
+  EXPECT_EQ(used.MarkUsed("c", 2000, 10), UsedStates::Use::kFull);
+  // Past a's expiry its id is dropped (a state that old is refused as expired before this).
+  EXPECT_EQ(used.MarkUsed("c", 2000, 1500), UsedStates::Use::kFirst);
+  EXPECT_EQ(used.size(), 2u);
+  EXPECT_EQ(used.MarkUsed("b", 2000, 1500), UsedStates::Use::kAlreadyUsed);
 }
 
 }  // namespace

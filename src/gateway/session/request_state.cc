@@ -121,4 +121,22 @@ Result<RequestState> RequestStateSealer::Open(const std::string& text) const {
   return s;
 }
 
+UsedStates::Use UsedStates::MarkUsed(const std::string& id, int64_t expires_ms, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  while (!by_expiry_.empty() && by_expiry_.begin()->first < now_ms) {
+    by_id_.erase(by_expiry_.begin()->second);
+    by_expiry_.erase(by_expiry_.begin());
+  }
+  if (by_id_.count(id)) return Use::kAlreadyUsed;
+  if (by_id_.size() >= max_) return Use::kFull;
+  by_id_.emplace(id, expires_ms);
+  by_expiry_.emplace(expires_ms, id);
+  return Use::kFirst;
+}
+
+size_t UsedStates::size() const {
+  std::lock_guard lock(mu_);
+  return by_id_.size();
+}
+
 }  // namespace warden::gateway

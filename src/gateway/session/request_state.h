@@ -9,9 +9,12 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "common/status.h"
 #include "mcp/jsonrpc.h"
@@ -59,6 +62,26 @@ class RequestStateSealer {
 
  private:
   std::array<uint8_t, 32> key_{};
+};
+
+// The ids of the states of kind "upstream" already used to resume a call, each kept until its
+// expiry: what makes such a state single use on this node, whichever task context opens it
+// (one closed meanwhile, idle or ended by task__end, forgets nothing here). Node-wide for now;
+// a fleet needs it in the shared store (issue 34). Thread-safe.
+class UsedStates {
+ public:
+  explicit UsedStates(size_t max_entries = 100000) : max_(max_entries) {}
+  enum class Use { kFirst, kAlreadyUsed, kFull };
+  // kFirst marks `id` used until `expires_ms`; kAlreadyUsed when it was; kFull when `max_entries`
+  // unexpired ids are held (fail closed: the retry is refused, not let through twice).
+  Use MarkUsed(const std::string& id, int64_t expires_ms, int64_t now_ms);
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  size_t max_;
+  std::unordered_map<std::string, int64_t> by_id_;
+  std::multimap<int64_t, std::string> by_expiry_;
 };
 
 }  // namespace warden::gateway

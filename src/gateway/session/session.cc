@@ -342,6 +342,9 @@ void McpSession::Close() {
 }
 
 size_t McpSession::CancelTaskCalls(const CallContext& ended, const std::string& reason) {
+  if (options_.modern && ended.task == options_.task && ended.tenant == caller_.tenant &&
+      ended.user == caller_.user && ended.agent == caller_.agent)
+    ended_ = true;
   std::vector<std::shared_ptr<InFlight>> hit;
   {
     std::lock_guard lock(mu_);

@@ -125,8 +125,11 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   // Cancels this session's calls in flight that a newly pulled kill switch covers: all of them
   // for the global switch or the session's own tenant or agent, else the calls of tool `name`.
   // task__end: cancels this session's calls in flight of `call`'s principal and task (of its
-  // session, for a call in no named task), `call` itself excepted; how many.
+  // session, for a call in no named task), `call` itself excepted; how many. A task context of
+  // that principal and task is marked ended: its registry closes it once nothing of it is live,
+  // and the task's next request gets a new one.
   size_t CancelTaskCalls(const CallContext& call, const std::string& reason);
+  bool ended() const { return ended_.load(); }
   void CancelMatching(KillScope scope, const std::string& name, const std::string& reason);
 
   bool initialized() const { return initialized_.load(); }
@@ -184,8 +187,6 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   // When the call's answer leaves (session_modern.cc): the stashed state sealed inside warden's
   // own, kind "upstream", bound to `original`; any other message as it is.
   mcp::Message WrapUpstreamInput(const mcp::Request& original, mcp::Message message);
-  // Marks a state of kind "upstream" used; false when it was (single use, on this node).
-  bool UseUpstreamState(const std::string& id, int64_t expires_ms);
   void RefuseState(const mcp::Request& request, const Exchange& exchange, const std::string& why);
   // Close: the parked calls' timers are cancelled (a pending timer holds the worker pool).
   void DropParked();
@@ -241,7 +242,7 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   GatewayCore& core_;
   identity::Caller caller_;
   SessionOptions options_;
-  std::atomic<bool> initialized_{false}, client_ready_{false}, closed_{false};
+  std::atomic<bool> initialized_{false}, client_ready_{false}, closed_{false}, ended_{false};
   mutable std::mutex mu_;
   std::string protocol_version_;
   nlohmann::json client_capabilities_ = nlohmann::json::object();
@@ -252,7 +253,6 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   std::chrono::steady_clock::time_point last_activity_;
   std::shared_ptr<SessionUpstreams> upstreams_;
   std::map<std::string, std::shared_ptr<Parked>> parked_;  // by handle, under mu_
-  std::map<std::string, int64_t> used_states_;  // "upstream" state id -> its expiry, under mu_
   // Stash key -> an upstream's requestState (nullopt: it gave none), until its answer leaves;
   // at most kMaxStashed, the oldest dropped first (a call whose answer never left), under mu_.
   std::map<std::string, std::pair<uint64_t, std::optional<std::string>>> stashed_;

@@ -672,14 +672,6 @@ mcp::Message McpSession::WrapUpstreamInput(const mcp::Request& original, mcp::Me
   return message;
 }
 
-bool McpSession::UseUpstreamState(const std::string& id, int64_t expires_ms) {
-  const int64_t now = RequestStateSealer::NowMs();
-  std::lock_guard lock(mu_);
-  for (auto it = used_states_.begin(); it != used_states_.end();)
-    it = it->second < now ? used_states_.erase(it) : std::next(it);
-  return used_states_.emplace(id, expires_ms).second;
-}
-
 void McpSession::RefuseState(const mcp::Request& request, const Exchange& exchange,
                              const std::string& why) {
   core_.AuditRefusal(caller_, "", request.method, "requestState refused: " + why);
@@ -714,9 +706,17 @@ void McpSession::ResumeModernCall(const mcp::Request& request, Exchange exchange
   if (state.kind == "upstream") {
     // A relayed upstream's input_required: the retry is a new call, carrying the upstream's own
     // state (unwrapped) and the client's answers, through the whole pipeline again.
-    if (!UseUpstreamState(state.id, state.expires_ms))
-      return RefuseState(request, exchange,
-                         "requestState was already used (each one resumes a call once)");
+    switch (core_.used_states().MarkUsed(state.id, state.expires_ms, RequestStateSealer::NowMs())) {
+      case UsedStates::Use::kFirst:
+        break;
+      case UsedStates::Use::kAlreadyUsed:
+        return RefuseState(request, exchange,
+                           "requestState was already used (each one resumes a call once)");
+      case UsedStates::Use::kFull:
+        return RefuseState(request, exchange,
+                           "too many request states are in use on this gateway; send the request "
+                           "again later");
+    }
     mcp::Request retry = request;
     retry.params->erase("requestState");
     if (state.inner) (*retry.params)["requestState"] = *state.inner;

@@ -50,12 +50,16 @@ Result<std::shared_ptr<McpSession>> TaskContexts::For(const identity::Caller& ca
   std::string key = principal;
   Put(key, scope);
   Put(key, *task);
-  std::shared_ptr<McpSession> evicted;
-  std::shared_ptr<McpSession> context;
-  {
+  std::vector<std::shared_ptr<McpSession>> evicted;  // closed outside the lock, whatever happens
+  auto find_or_make = [&]() -> Result<std::shared_ptr<McpSession>> {
     std::lock_guard lock(mu_);
-    if (auto it = contexts_.find(key); it != contexts_.end() && !it->second->closed())
-      return it->second;
+    if (auto it = contexts_.find(key); it != contexts_.end() && !it->second->closed()) {
+      // Ended by task__end: the task starts afresh in a new context once nothing of the old one
+      // is live (until then, the old one serves it: its calls are being cancelled).
+      if (!it->second->ended() || it->second->busy()) return it->second;
+      evicted.push_back(std::move(it->second));
+      contexts_.erase(it);
+    }
     // Room for one more of this principal: the least recently used of its idle contexts goes;
     // when every one is busy (calls in flight, parked or listening), the new task is refused
     // rather than another one's calls cancelled.
@@ -74,15 +78,17 @@ Result<std::shared_ptr<McpSession>> TaskContexts::For(const identity::Caller& ca
         return Status::Error("this caller has " + std::to_string(mine) +
                              " tasks with calls in flight, the most one caller may have; let one "
                              "finish first");
-      evicted = oldest->second;
+      evicted.push_back(oldest->second);
       contexts_.erase(oldest);
     }
-    context = make_(caller, SessionOptions{.transport = transport_, .modern = true, .task = *task,
-                                           .requested_scope = scope});
+    auto context = make_(caller, SessionOptions{.transport = transport_, .modern = true,
+                                                .task = *task, .requested_scope = scope});
     if (!context) return Status::Error(kNotServed);
     contexts_[key] = context;
-  }
-  if (evicted) close_(std::move(evicted));
+    return context;
+  };
+  Result<std::shared_ptr<McpSession>> context = find_or_make();
+  for (auto& old : evicted) close_(std::move(old));
   return context;
 }
 
@@ -94,7 +100,8 @@ std::vector<std::shared_ptr<McpSession>> TaskContexts::TakeIdle(
   for (auto it = contexts_.begin(); it != contexts_.end();) {
     // A context with a call in flight, or parked for its client's retry, is not idle.
     if (it->second->closed() ||
-        (now - it->second->last_activity() >= idle && !it->second->busy())) {
+        ((it->second->ended() || now - it->second->last_activity() >= idle) &&
+         !it->second->busy())) {
       out.push_back(std::move(it->second));
       it = contexts_.erase(it);
     } else {
