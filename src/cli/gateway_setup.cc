@@ -271,13 +271,17 @@ Result<std::unique_ptr<Gateway>> Gateway::Start(const GatewayFlags& flags, ident
   g->undo_ = std::move(*undo);
 
   // What each session has been exposed to (docs/trifecta.md), in the same file: a restart
-  // forgets nothing a session was shown. Rows of sessions idle for a week are dropped here.
+  // forgets nothing a session was shown. Rows of keys idle for a week (or the policy's longer
+  // window) are dropped here; a task's or a caller's are forgotten when next used past their
+  // window (flow_tracker.h).
   auto flows = state::TrifectaStore::Open({.path = audit_options.path},
                                           (*policy)->storage.sync_full);
   if (!flows) return flows.status().Wrap("trifecta state in " + audit_options.path);
   g->flows_ = std::move(*flows);
-  if (auto purged = g->flows_->PurgeBefore(audit::FormatTime(std::chrono::system_clock::now() -
-                                                             std::chrono::hours(24 * 7)));
+  const auto keep_for = std::max<std::chrono::milliseconds>(
+      {std::chrono::hours(24 * 7), std::chrono::milliseconds((*policy)->trifecta.task_window_ms),
+       std::chrono::milliseconds((*policy)->trifecta.caller_window_ms)});
+  if (auto purged = g->flows_->PurgeBefore(audit::FormatTime(std::chrono::system_clock::now() - keep_for));
       !purged)
     return purged.status().Wrap("trifecta state in " + audit_options.path);
   g->flow_tracker_ = std::make_unique<gateway::FlowTracker>(g->flows_.get());

@@ -198,7 +198,8 @@ void TrifectaSummary(const Policy& policy, std::ostream& out) {
   const TrifectaSection& t = policy.trifecta;
   out << "trifecta: a send while untrusted and private data are held -> " << EffectName(t.effect)
       << ", fingerprints " << (t.fingerprints ? "on" : "off")
-      << ", a sessionless caller's legs last " << Timeout(t.caller_window_ms) << "\n";
+      << ", a sessionless caller's legs last " << Timeout(t.caller_window_ms)
+      << ", a named task's " << Timeout(t.task_window_ms) << " without a new one\n";
   for (const TrifectaOverride& o : t.overrides) {
     out << "  override line " << o.line << ": tenant " << (o.tenant.empty() ? "any" : o.tenant)
         << ", agent " << (o.agent.empty() ? "any" : o.agent) << ", tool "

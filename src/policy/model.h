@@ -313,6 +313,9 @@ struct TrifectaSection {
   // A caller with neither an MCP session nor a task id (_meta["warden/task"]) is tracked per
   // identity; its legs are forgotten after this long without a new one.
   uint64_t caller_window_ms = 3600000;
+  // A named task's legs (_meta["warden/task"]) are forgotten after this long without a new one
+  // (docs/requests.md, "How a task ends"); task__end forgets them at once.
+  uint64_t task_window_ms = 7ull * 24 * 3600 * 1000;
   std::vector<TrifectaOverride> overrides;  // every match applies, in file order
 };
 

@@ -98,7 +98,7 @@ Status LoadTrifecta(const YamlReader& r, const YAML::Node& node, Policy* policy)
                    "expected a mapping {effect: ask|deny, fingerprints: true|false, "
                    "caller_window: DURATION, overrides: [...]}");
   return r.Fields(
-      node, "trifecta", {"effect", "fingerprints", "caller_window", "overrides"},
+      node, "trifecta", {"effect", "fingerprints", "caller_window", "task_window", "overrides"},
       [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> Status {
         const std::string path = "trifecta." + key;
         if (key == "effect") {
@@ -109,14 +109,14 @@ Status LoadTrifecta(const YamlReader& r, const YAML::Node& node, Policy* policy)
           auto b = r.Bool(value, path);
           if (!b) return b.status();
           t.fingerprints = *b;
-        } else if (key == "caller_window") {
+        } else if (key == "caller_window" || key == "task_window") {
           auto text = r.NonEmptyString(value, path);
           if (!text) return text.status();
           auto ms = sandbox::ParseDuration(*text);
           if (!ms) return r.Error(value, path, ms.status().message());
           if (*ms < 60000 || *ms > 30ull * 24 * 3600 * 1000)
             return r.Error(value, path, "expected a duration from 1m to 720h, got '" + *text + "'");
-          t.caller_window_ms = *ms;
+          (key == "caller_window" ? t.caller_window_ms : t.task_window_ms) = *ms;
         } else {
           if (!value.IsSequence())
             return r.Error(value, path,

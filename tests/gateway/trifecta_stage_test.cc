@@ -11,6 +11,7 @@
 #include <future>
 #include <thread>
 
+#include "audit/time_format.h"
 #include "gateway/approvals/approval_gate.h"
 #include "gateway/stages/chain.h"
 #include "gateway/stages/stages.h"
@@ -447,12 +448,12 @@ TEST(FlowTrackerTest, RecheckSeesWhatArrivedWhileTheCallRanAndLeavesItselfOut) {
   const policy::TrifectaSettings settings{.effect = policy::Effect::kDeny, .fingerprints = true};
   const policy::LabelSet fetch_labels = policy::kUntrustedOutput | policy::kExternalSend;
   FlowTracker::Ticket secret, fetch, mail;
-  ASSERT_TRUE(tracker.Begin(key, 0, settings, nullptr, policy::kPrivateOutput, "drive__read_file",
+  ASSERT_TRUE(tracker.Begin(key, {}, settings, nullptr, policy::kPrivateOutput, "drive__read_file",
                             json::object(), &secret).ok());
   ASSERT_TRUE(tracker.Finish(secret, {.source = policy::FlowSource{1, "drive__read_file"},
                                       .legs = policy::kPrivateOutput})
                   .ok());
-  auto begun = tracker.Begin(key, 0, settings, nullptr, fetch_labels, "web__fetch",
+  auto begun = tracker.Begin(key, {}, settings, nullptr, fetch_labels, "web__fetch",
                              {{"url", "http://a.example/"}}, &fetch);
   ASSERT_TRUE(begun.ok());
   EXPECT_EQ(begun->effect, policy::Effect::kAllow);  // no untrusted leg yet
@@ -461,7 +462,7 @@ TEST(FlowTrackerTest, RecheckSeesWhatArrivedWhileTheCallRanAndLeavesItselfOut) {
   ASSERT_TRUE(own.ok());
   EXPECT_EQ(own->effect, policy::Effect::kAllow);
   // A mail read begins (and so is in flight) while the fetch runs.
-  ASSERT_TRUE(tracker.Begin(key, 0, settings, nullptr, policy::kUntrustedOutput, "mail__read",
+  ASSERT_TRUE(tracker.Begin(key, {}, settings, nullptr, policy::kUntrustedOutput, "mail__read",
                             json::object(), &mail).ok());
   auto now = tracker.Recheck(fetch, settings, nullptr, fetch_labels, {{"url", "http://b.example/"}});
   ASSERT_TRUE(now.ok());
@@ -590,7 +591,7 @@ TEST(FlowTrackerTest, EvictedKeysComeBackFromTheStoreAndKeysInFlightStay) {
   const policy::TrifectaSettings settings{policy::Effect::kDeny, true};
   auto begin = [&](const std::string& session, policy::LabelSet labels) {
     FlowTracker::Ticket t;
-    auto check = tracker.Begin(FlowKeyFor("", "u", "", session, ""), 3600000, settings, nullptr,
+    auto check = tracker.Begin(FlowKeyFor("", "u", "", session, ""), {.caller_ms = 3600000}, settings, nullptr,
                                labels, "tool", json::object(), &t);
     EXPECT_TRUE(check.ok()) << check.status().message();
     return std::make_pair(t, check.ok() ? check->effect : policy::Effect::kDeny);
@@ -618,6 +619,44 @@ TEST(FlowTrackerTest, EvictedKeysComeBackFromTheStoreAndKeysInFlightStay) {
   EXPECT_FALSE(tracker.Snapshot("session:a").has_value());
   // Back from the store: still both legs.
   EXPECT_EQ(begin("a", policy::kExternalSend).second, policy::Effect::kDeny);
+}
+
+// How long legs live (docs/requests.md, "How a task ends"): a named task's and a taskless
+// caller's are forgotten after their windows without a new leg (in memory and in the store); a
+// session's are not, and a task still within its window keeps them.
+TEST(FlowTrackerTest, LegsAreForgottenAfterTheirKeysWindowWithoutANewOne) {
+  testing::TempDir dir;
+  auto store = state::TrifectaStore::Open({.path = dir.File("warden.db")});
+  ASSERT_TRUE(store) << store.status().message();
+  const std::string two_hours_ago =
+      audit::FormatTime(std::chrono::system_clock::now() - std::chrono::hours(2));
+  const FlowKey stale_task = FlowKeyFor("", "alice", "", "", "t-old");
+  const FlowKey fresh_task = FlowKeyFor("", "alice", "", "", "t-new");
+  const FlowKey caller = FlowKeyFor("", "bob", "", "", "");
+  const FlowKey session = FlowKeyFor("", "carol", "", "s-old", "");
+  for (const FlowKey* key : {&stale_task, &caller, &session}) {
+    state::TrifectaRow both{.call = 1, .tool = "mail__read", .legs = 3, .time = two_hours_ago};
+    ASSERT_TRUE((*store)->Append(key->keys[0], both).ok());
+  }
+  ASSERT_TRUE((*store)->Append(fresh_task.keys[0], {.call = 2, .tool = "mail__read", .legs = 3}).ok());
+  FlowTracker tracker(store->get());
+  const policy::TrifectaSettings settings{.effect = policy::Effect::kDeny, .fingerprints = false};
+  const FlowWindows one_hour{.caller_ms = 3600000, .task_ms = 3600000};
+  auto send = [&](const FlowKey& key) {
+    FlowTracker::Ticket t;
+    auto check = tracker.Begin(key, one_hour, settings, nullptr, policy::kExternalSend, "mail__send",
+                               json::object(), &t);
+    EXPECT_TRUE(check.ok()) << check.status().message();
+    EXPECT_TRUE(tracker.Finish(t, {}).ok());
+    return check.ok() ? check->effect : policy::Effect::kDeny;
+  };
+  EXPECT_EQ(send(stale_task), policy::Effect::kAllow) << "idle past the task window";
+  EXPECT_EQ(send(caller), policy::Effect::kAllow) << "idle past the caller window";
+  EXPECT_EQ(send(fresh_task), policy::Effect::kDeny) << "a task within its window keeps its legs";
+  EXPECT_EQ(send(session), policy::Effect::kDeny) << "a session has no window";
+  auto rows = (*store)->Load(stale_task.keys[0]);
+  ASSERT_TRUE(rows);
+  EXPECT_TRUE(rows->empty()) << "forgotten in the store too";
 }
 
 TEST(FlowKeyTest, TasksAreScopedToTheCallerAndMetaIsChecked) {

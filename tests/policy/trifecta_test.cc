@@ -426,6 +426,11 @@ TEST(TrifectaLoaderTest, BadSectionsAreRefusedWithWhere) {
   refused("trifecta: {overrides: [{agent: ghost, effect: deny}]}\n", "no agent 'ghost'");
   refused("trifecta: {overrides: [{tool: x}]}\n", "needs effect or fingerprints");
   refused("trifecta: {caller_window: 5s}\n", "from 1m to 720h");
+  refused("trifecta: {task_window: 721h}\n", "trifecta.task_window: expected a duration from 1m to 720h");
+  // The windows' defaults, and one set.
+  EXPECT_EQ(MustLoad("version: 1\n").trifecta.task_window_ms, 7ull * 24 * 3600 * 1000);
+  EXPECT_EQ(MustLoad("version: 1\ntrifecta: {task_window: 36h}\n").trifecta.task_window_ms,
+            36ull * 3600 * 1000);
   refused("tools:\n  - match: {tool: mail__send}\n    destinations: [\"/to\"]\n",
           "add external_send");
   refused("tools:\n  - match: {tool: mail__read}\n    untrusted_output: [\"body\"]\n",

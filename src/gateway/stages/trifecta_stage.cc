@@ -35,8 +35,9 @@ class TrifectaStage : public Stage {
         policy::SettingsFor(p.trifecta, call.tenant, call.agent, call.tool);
 
     TrifectaCall& mine = call.state.Get<TrifectaCall>();
-    auto check = tracker_->Begin(key, p.trifecta.caller_window_ms, settings, flow, labels,
-                                 call.tool, call.arguments, &mine.ticket);
+    auto check = tracker_->Begin(
+        key, FlowWindows{.caller_ms = p.trifecta.caller_window_ms, .task_ms = p.trifecta.task_window_ms},
+        settings, flow, labels, call.tool, call.arguments, &mine.ticket);
     if (!check)  // fail closed: a session whose exposure is unknown sends nothing
       return StageOutcome::Deny(
           Refusal::kInternal,

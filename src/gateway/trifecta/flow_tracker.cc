@@ -102,8 +102,7 @@ void FlowTracker::Evict(const std::vector<std::string>& keep) {
   }
 }
 
-Result<FlowTracker::Entry*> FlowTracker::Load(const std::string& key, bool per_caller,
-                                              uint64_t window_ms,
+Result<FlowTracker::Entry*> FlowTracker::Load(const std::string& key, uint64_t window_ms,
                                               const std::vector<std::string>& keep) {
   auto it = entries_.find(key);
   if (it == entries_.end()) {
@@ -124,9 +123,9 @@ Result<FlowTracker::Entry*> FlowTracker::Load(const std::string& key, bool per_c
     Touch(&it->second);
   }
   Entry* entry = &it->second;
-  // A caller without a session or task: what it was exposed to is forgotten after the window
-  // without a new leg.
-  if (per_caller && !entry->last_leg.empty()) {
+  // A caller without a session or task, or a named task: what it was exposed to is forgotten
+  // after its window without a new leg.
+  if (window_ms > 0 && !entry->last_leg.empty()) {
     const std::string cutoff =
         audit::FormatTime(std::chrono::system_clock::now() - std::chrono::milliseconds(window_ms));
     if (entry->last_leg < cutoff) {
@@ -138,7 +137,7 @@ Result<FlowTracker::Entry*> FlowTracker::Load(const std::string& key, bool per_c
   return entry;
 }
 
-Result<policy::TrifectaCheck> FlowTracker::Begin(const FlowKey& key, uint64_t window_ms,
+Result<policy::TrifectaCheck> FlowTracker::Begin(const FlowKey& key, const FlowWindows& windows,
                                                  const policy::TrifectaSettings& settings,
                                                  const policy::FlowSpec* flow,
                                                  policy::LabelSet labels, const std::string& tool,
@@ -147,7 +146,10 @@ Result<policy::TrifectaCheck> FlowTracker::Begin(const FlowKey& key, uint64_t wi
   std::vector<Entry*> entries;
   std::vector<const policy::FlowState*> states;
   for (const std::string& k : key.keys) {
-    auto entry = Load(k, key.per_caller, window_ms, key.keys);
+    const uint64_t window = k.rfind("caller:", 0) == 0 ? windows.caller_ms
+                            : k.rfind("task:", 0) == 0 ? windows.task_ms
+                                                       : 0;
+    auto entry = Load(k, window, key.keys);
     if (!entry) return entry.status();
     entries.push_back(*entry);
     states.push_back(&(*entry)->state);

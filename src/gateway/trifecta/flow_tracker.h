@@ -34,6 +34,12 @@ struct FlowKey {
   std::vector<std::string> keys;
   bool per_caller = false;  // the conservative fallback: forgotten after the window
 };
+// How long a key's legs last without a new one: a caller key's (trifecta.caller_window), a named
+// task's (trifecta.task_window); 0 never. A session's last as long as the store keeps them.
+struct FlowWindows {
+  uint64_t caller_ms = 0;
+  uint64_t task_ms = 0;
+};
 FlowKey FlowKeyFor(const std::string& tenant, const std::string& user, const std::string& agent,
                    const std::string& session, const std::string& task);
 
@@ -56,7 +62,7 @@ class FlowTracker {
   // Decides the call against its keys' state and the other calls in flight under them, and
   // registers it in flight with the legs it may bring. Errors: the key's state could not be loaded
   // (the caller fails closed).
-  Result<policy::TrifectaCheck> Begin(const FlowKey& key, uint64_t window_ms,
+  Result<policy::TrifectaCheck> Begin(const FlowKey& key, const FlowWindows& windows,
                                       const policy::TrifectaSettings& settings,
                                       const policy::FlowSpec* flow, policy::LabelSet labels,
                                       const std::string& tool, const nlohmann::json& arguments,
@@ -94,12 +100,13 @@ class FlowTracker {
   struct Entry {
     policy::FlowState state;
     std::map<uint64_t, Running> running;
-    std::string last_leg;  // RFC 3339: when the newest facts came (per-caller windows)
+    std::string last_leg;  // RFC 3339: when the newest facts came (the windows)
     std::list<std::string>::iterator lru;
   };
   // The entry of `key`, loaded from the store when this process has not seen it; keys in `keep`
-  // (the call's other keys, whose entries the caller holds pointers to) are never evicted.
-  Result<Entry*> Load(const std::string& key, bool per_caller, uint64_t window_ms,
+  // (the call's other keys, whose entries the caller holds pointers to) are never evicted. Its
+  // legs are forgotten first when none came within `window_ms` (0: never).
+  Result<Entry*> Load(const std::string& key, uint64_t window_ms,
                       const std::vector<std::string>& keep);
   // The entries of a ticket's keys (mu_ held). Error: the call is not in flight under one.
   Result<std::vector<Entry*>> EntriesOf(const Ticket& ticket);
