@@ -348,6 +348,7 @@ Status PinStore::ApproveRow(const PinnedTool& tool, const std::string& who,
 }
 
 Status PinStore::BumpGeneration() {
+  generation_read_.reset();  // this process's own approval shows at once
   return Exec(db_.get(),
               "INSERT INTO state_meta (key, value) VALUES ('pin_generation', 1) "
               "ON CONFLICT (key) DO UPDATE SET value = value + 1",
@@ -412,6 +413,17 @@ Result<std::vector<PinnedTool>> PinStore::ApproveServer(const std::string& serve
 
 Result<int64_t> PinStore::ApprovalGeneration() {
   std::lock_guard lock(mu_);
+  // Asked on every forwarded call; SQLite is asked at most every kGenerationFresh (each read
+  // costs a page-cache reload once another connection, the audit log's, has committed).
+  const auto now = std::chrono::steady_clock::now();
+  if (generation_read_ && now - generation_read_->first < kGenerationFresh)
+    return generation_read_->second;
+  auto read = ReadGeneration();
+  if (read) generation_read_ = std::make_pair(now, *read);
+  return read;
+}
+
+Result<int64_t> PinStore::ReadGeneration() {
   sqlite3* db = db_.get();
   // Asked on every forwarded call: the statement is prepared once, when the table exists
   // (preparing it, and asking the schema first, cost ~50 us a call).

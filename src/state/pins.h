@@ -7,12 +7,15 @@
 // warden database (docs/state.md). Thread-safe; several processes may share the database.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -92,8 +95,10 @@ class PinStore {
 
   // A number that changes whenever an approval is committed (by any process): the gateway
   // reviews its upstreams' manifests again when it changes, so approved tools appear without a
-  // restart.
+  // restart. This store's own approvals show at once; another process's within
+  // kGenerationFresh (the file is read at most that often).
   Result<int64_t> ApprovalGeneration();
+  static constexpr std::chrono::milliseconds kGenerationFresh{100};
 
  private:
   PinStore(DatabaseOptions options, Db db) : options_(std::move(options)), db_(std::move(db)) {}
@@ -101,11 +106,15 @@ class PinStore {
                                          const std::string& b);
   Status ApproveRow(const PinnedTool& tool, const std::string& who, const std::string& now);
   Status BumpGeneration();
+  Result<int64_t> ReadGeneration();  // under mu_
 
   DatabaseOptions options_;
   std::mutex mu_;  // one transaction at a time on db_
   Db db_;
-  Stmt generation_stmt_;  // ApprovalGeneration's, once prepared (finalized before db_ closes)
+  Stmt generation_stmt_;  // ReadGeneration's, once prepared (finalized before db_ closes)
+  // When the generation was last read and what it was (under mu_); reset by this store's own
+  // approvals.
+  std::optional<std::pair<std::chrono::steady_clock::time_point, int64_t>> generation_read_;
 };
 
 }  // namespace warden::state
