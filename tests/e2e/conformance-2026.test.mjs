@@ -26,9 +26,9 @@ const SERVER = join(E2E_DIR, 'conformance', 'dual-era-server.mjs');
 // Scored scenarios warden cannot pass with an upstream, and why (docs/testing-e2e.md keeps the
 // same list). Each still runs; one that starts passing fails this file, so the list cannot go
 // stale. Only the 2025-only upstream has any: a 2026 upstream's questions are relayed as they are.
-// (input-required-result-capability-check passes with it too: the request's _meta reaches the
-// upstream with the call, and the fixture reads the capabilities from it, so it asks only for
-// sampling.)
+// (input-required-result-capability-check passes with it too: warden tells the upstream, in the
+// call's _meta, the capabilities of the client behind that one request, and the fixture reads
+// them there, so it asks only for what the request can answer.)
 const LEGACY_UPSTREAM = {
   'input-required-result-basic-elicitation':
     'the referee expects the upstream\'s own inputRequests key ("user_name"); a 2025 upstream ' +

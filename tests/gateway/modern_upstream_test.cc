@@ -213,7 +213,13 @@ TEST_F(ModernUpstreamTest, TheClientsEnvelopeStopsAtWarden) {
   json legacy = Wait(Send(*context, 1, with));
   ASSERT_TRUE(legacy.contains("result")) << legacy.dump();
   const json& seen = legacy["result"]["structuredContent"];
-  EXPECT_EQ(seen.dump().find("io.modelcontextprotocol"), std::string::npos) << seen.dump();
+  EXPECT_EQ(seen.dump().find("agent-claims"), std::string::npos) << seen.dump();
+  EXPECT_FALSE(seen.contains("io.modelcontextprotocol/protocolVersion")) << seen.dump();
+  EXPECT_FALSE(seen.contains("io.modelcontextprotocol/logLevel")) << seen.dump();
+  // What warden can answer for this request, in the revision's key: the request declared
+  // elicitation (Send's default).
+  EXPECT_EQ(seen["io.modelcontextprotocol/clientCapabilities"], json({{"elicitation", json::object()}}))
+      << seen.dump();
   EXPECT_TRUE(seen.contains("progressToken")) << "the call's own _meta goes along: " << seen.dump();
   with["name"] = "m__meta";
   json modern = Wait(Send(*context, 2, with));

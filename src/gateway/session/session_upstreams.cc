@@ -307,6 +307,10 @@ void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json p
     if (!entry.instance->shared_between_users() && declared.is_object())
       for (const char* cap : {"sampling", "elicitation", "roots"})
         if (declared.contains(cap)) caps[cap] = declared[cap];
+    // A 2026 request's call tells a 2025 upstream too, in the revision's own _meta key: its
+    // initialize was offered every kind, and this one request may answer fewer (a 2026 upstream
+    // gets the same value from the upstream client, which writes warden's envelope).
+    if (session_.modern() && params.is_object()) params["_meta"][mcp::kMetaClientCapabilities] = caps;
     options.client_capabilities = std::move(caps);
   }
   if (session_.modern() && may_ask) {
