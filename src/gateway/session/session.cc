@@ -116,7 +116,7 @@ void McpSession::Handle(mcp::Message message, Exchange exchange) {
         exchange.reply(mcp::MakeError(request->id, mcp::kInvalidRequest, "session closed"));
       return;
     }
-    HandleRequest(*request, std::move(exchange));
+    HandleRequest(std::make_shared<const mcp::Request>(std::move(*request)), std::move(exchange));
     return;
   }
   if (closed_.load()) return;
@@ -159,7 +159,10 @@ void McpSession::HandleClientReply(const mcp::Message& message) {
   if (upstreams_) upstreams_->ClientReplied(message);
 }
 
-void McpSession::HandleRequest(const mcp::Request& request, Exchange exchange) {
+void McpSession::HandleRequest(std::shared_ptr<const mcp::Request> shared, Exchange exchange) {
+  // Shared, not copied: the worker that runs the call reads it (and a 2026 call's parked record
+  // holds the same one).
+  const mcp::Request& request = *shared;
   const std::string& m = request.method;
   auto reply_now = [&](mcp::Message reply) {
     // Refused before the pipeline: still one audit entry (the pipeline writes its own).
@@ -173,19 +176,19 @@ void McpSession::HandleRequest(const mcp::Request& request, Exchange exchange) {
     return reply_now(mcp::MakeError(request.id, mcp::kInvalidRequest,
                                     "server not initialized: send initialize before " + m));
   if (m == "tools/list")
-    return Run(request, std::move(exchange),
+    return Run(std::move(shared), std::move(exchange),
                [this](const mcp::Request& r, InFlight& f, Reply reply) {
                  ListTools(r, f, std::move(reply));
                });
   if (m == "tools/call")
-    return Run(request, std::move(exchange),
+    return Run(std::move(shared), std::move(exchange),
                [this](const mcp::Request& r, InFlight& f, Reply reply) {
                  CallTool(r, f, std::move(reply));
                });
   if (m == "resources/list" || m == "resources/templates/list" || m == "prompts/list" ||
       m == "resources/read" || m == "resources/subscribe" || m == "resources/unsubscribe" ||
       m == "prompts/get" || m == "completion/complete" || m == "logging/setLevel")
-    return Run(request, std::move(exchange),
+    return Run(std::move(shared), std::move(exchange),
                [this](const mcp::Request& r, InFlight& f, Reply reply) {
                  Forward(r, f, std::move(reply));
                });
@@ -272,7 +275,8 @@ mcp::Message McpSession::Initialize(const mcp::Request& request) {
   return mcp::Response{request.id, std::move(result)};
 }
 
-void McpSession::Run(const mcp::Request& request, Exchange exchange, Work work) {
+void McpSession::Run(std::shared_ptr<const mcp::Request> shared, Exchange exchange, Work work) {
+  const mcp::Request& request = *shared;
   auto flight = std::make_shared<InFlight>();
   flight->id = request.id;
   flight->method = request.method;
@@ -295,10 +299,10 @@ void McpSession::Run(const mcp::Request& request, Exchange exchange, Work work) 
   }
   if (exchange.on_start) exchange.on_start(flight->cancel);
   auto self = shared_from_this();
-  core_.Post([self, request, exchange = std::move(exchange), flight, key,
+  core_.Post([self, shared = std::move(shared), exchange = std::move(exchange), flight, key,
               work = std::move(work)]() mutable {
     // `flight` stays alive until the reply: the work may hold a reference to it past return.
-    work(request, *flight,
+    work(*shared, *flight,
          [self, flight, key, reply = std::move(exchange.reply)](mcp::Message message) {
            {
              std::lock_guard lock(self->mu_);

@@ -154,7 +154,7 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
     std::shared_ptr<std::atomic<bool>> waiting_for_client;  // see Exchange
     nlohmann::json client_capabilities;                      // see Exchange
   };
-  void HandleRequest(const mcp::Request& request, Exchange exchange);
+  void HandleRequest(std::shared_ptr<const mcp::Request> request, Exchange exchange);
   // What goes back to the client passes the credential broker's redactor last.
   void RedactForClient(Exchange& exchange);
   // Takes the upstream instances (Initialize, and a task context's first request); an error
@@ -210,7 +210,7 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   using Reply = std::function<void(mcp::Message)>;
   using Work = std::function<void(const mcp::Request&, InFlight&, Reply)>;
   // Runs `work` on the worker pool; the request stays in flight until it replies.
-  void Run(const mcp::Request& request, Exchange exchange, Work work);
+  void Run(std::shared_ptr<const mcp::Request> request, Exchange exchange, Work work);
   void ListTools(const mcp::Request& request, InFlight& flight, Reply reply);
   void CallTool(const mcp::Request& request, InFlight& flight, Reply reply);
   // The answer to a request once the pipeline has decided (and run) it: the result the response

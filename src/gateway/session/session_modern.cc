@@ -76,7 +76,7 @@ struct McpSession::Parked {
   std::string method;
   // The request as first sent, for the digest a retry must match (computed when the call first
   // parks: most calls never do).
-  mcp::Request original;
+  std::shared_ptr<const mcp::Request> original;
   std::string digest;
   // The request answering now (the first, then each retry); empty between rounds.
   Exchange current;
@@ -213,8 +213,9 @@ void McpSession::Listen(const mcp::Request& request, Exchange exchange) {
       }
       if (last) acknowledge();
     };
-    HandleRequest(mcp::Request{mcp::Id("listen-" + listener->request_id.ToString() + "-" + uri),
-                               "resources/subscribe", json{{"uri", uri}}},
+    HandleRequest(std::make_shared<const mcp::Request>(mcp::Request{
+                      mcp::Id("listen-" + listener->request_id.ToString() + "-" + uri),
+                      "resources/subscribe", json{{"uri", uri}}}),
                   std::move(sub));
   }
 }
@@ -260,8 +261,8 @@ void McpSession::CancelListen(const json& request_id) {
   }
   if (closed_.load()) return;
   for (const std::string& uri : dropped)
-    HandleRequest(mcp::Request{mcp::Id("unlisten-" + uri), "resources/unsubscribe",
-                               json{{"uri", uri}}},
+    HandleRequest(std::make_shared<const mcp::Request>(mcp::Request{
+                      mcp::Id("unlisten-" + uri), "resources/unsubscribe", json{{"uri", uri}}}),
                   Exchange{});
 }
 
@@ -323,9 +324,9 @@ void McpSession::HandleModern(mcp::Request request, Exchange exchange,
     return reply_now(mcp::MakeError(request.id, mcp::kMethodNotFound,
                                     "Method not found: " + request.method +
                                         " (removed in protocol version 2026-07-28)"));
-  {
+  if (!initialized_.load()) {
     // The context's first request takes the upstream instances (a failed start is tried again
-    // by the next request).
+    // by the next request); the others do not wait on the lock.
     std::lock_guard start(start_mu_);
     if (!initialized_.load()) {
       if (!options_.requested_scope.empty()) {
@@ -392,11 +393,10 @@ void McpSession::StartModernCall(mcp::Request request, Exchange exchange, json c
   parked->current_id = request.id;
   parked->current.related = std::move(exchange.related);
   parked->current.reply = ModernReply(request.method, std::move(exchange.reply));
-  parked->original = std::move(request);
   // The client's envelope belongs to its hop to warden: what the pipeline and the upstreams see
   // of the call is without it (a 2026 upstream gets warden's own envelope from the upstream
   // client, a 2025 one none). The capabilities go with the call on their own.
-  if (auto& params = parked->original.params; params && params->is_object()) {
+  if (auto& params = request.params; params && params->is_object()) {
     if (auto meta = params->find("_meta"); meta != params->end() && meta->is_object()) {
       for (const char* key : {mcp::kMetaProtocolVersion, mcp::kMetaClientCapabilities,
                               mcp::kMetaClientInfo, mcp::kMetaLogLevel})
@@ -404,6 +404,7 @@ void McpSession::StartModernCall(mcp::Request request, Exchange exchange, json c
       if (meta->empty()) params->erase(meta);
     }
   }
+  parked->original = std::make_shared<const mcp::Request>(std::move(request));
   std::weak_ptr<McpSession> weak = weak_from_this();
   Exchange inner;
   inner.waiting_for_client = parked->waiting;
@@ -496,7 +497,7 @@ void McpSession::StartModernCall(mcp::Request request, Exchange exchange, json c
   inner.reply = [weak, parked](mcp::Message m) {
     std::function<void(mcp::Message)> reply;
     mcp::Id id;
-    if (auto self = weak.lock()) m = self->WrapUpstreamInput(parked->original, std::move(m));
+    if (auto self = weak.lock()) m = self->WrapUpstreamInput(*parked->original, std::move(m));
     {
       std::lock_guard lock(parked->mu);
       parked->done = true;
@@ -510,7 +511,8 @@ void McpSession::StartModernCall(mcp::Request request, Exchange exchange, json c
       }
       if (parked->expiry) parked->expiry->cancel();
     }
-    if (auto self = weak.lock()) {
+    // A call that never parked has no handle and is in no table.
+    if (auto self = parked->handle.empty() ? nullptr : weak.lock()) {
       std::lock_guard lock(self->mu_);
       self->parked_.erase(parked->handle);
     }
@@ -530,7 +532,7 @@ void McpSession::EndRound(const std::shared_ptr<Parked>& parked) {
     std::lock_guard lock(parked->mu);
     parked->round_posted = false;
     if (parked->done || !parked->current.reply || parked->asked.empty()) return;
-    if (parked->digest.empty()) parked->digest = CallDigest(parked->original);
+    if (parked->digest.empty()) parked->digest = CallDigest(*parked->original);
     if (parked->handle.empty()) parked->handle = "pk_local_" + RandomHex(16);
     RequestState state;
     state.id = RandomHex(16);

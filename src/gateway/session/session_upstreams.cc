@@ -300,13 +300,14 @@ void SessionUpstreams::SendAsync(Entry& entry, const std::string& method, json p
     // A 2026 upstream is told, per request, what the client behind this call can answer: a 2026
     // request's own declaration, else the 2025 session's. A shared instance is offered nothing
     // (its questions could not be told apart between users).
-    const json declared = flight && !flight->client_capabilities.is_null()
-                              ? flight->client_capabilities
-                              : session_.client_capabilities();
+    json session_caps;
+    const bool per_request = flight && !flight->client_capabilities.is_null();
+    if (!per_request) session_caps = session_.client_capabilities();
+    const json& declared = per_request ? flight->client_capabilities : session_caps;
     json caps = json::object();
     if (!entry.instance->shared_between_users() && declared.is_object())
       for (const char* cap : {"sampling", "elicitation", "roots"})
-        if (declared.contains(cap)) caps[cap] = declared[cap];
+        if (auto it = declared.find(cap); it != declared.end()) caps[cap] = *it;
     // A 2026 request's call tells a 2025 upstream too, in the revision's own _meta key: its
     // initialize was offered every kind, and this one request may answer fewer (a 2026 upstream
     // gets the same value from the upstream client, which writes warden's envelope).
