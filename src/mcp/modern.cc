@@ -30,12 +30,16 @@ std::string Quote(std::string_view value) {
 
 }  // namespace
 
-std::optional<std::string> ReadRequestMeta(const Request& request, RequestMeta& out) {
+namespace {
+
+// ReadRequestMeta and TakeRequestMeta: `take` moves the capabilities and client info out of
+// `meta` (which must then be mutable) instead of copying them.
+std::optional<std::string> ReadMeta(const Request& request, json* meta, RequestMeta& out,
+                                    bool take) {
   out = RequestMeta{};
   if (request.params && request.params->contains("_meta") &&
       !(*request.params)["_meta"].is_object())
     return "params._meta must be an object";
-  const json* meta = MetaOf(request);
   if (meta == nullptr) return std::nullopt;
   if (auto it = meta->find(kMetaProtocolVersion); it != meta->end()) {
     if (!it->is_string()) return std::string("_meta.") + kMetaProtocolVersion + " must be a string";
@@ -44,11 +48,13 @@ std::optional<std::string> ReadRequestMeta(const Request& request, RequestMeta& 
   if (auto it = meta->find(kMetaClientCapabilities); it != meta->end()) {
     if (!it->is_object())
       return std::string("_meta.") + kMetaClientCapabilities + " must be an object";
-    out.client_capabilities = *it;
+    if (take) out.client_capabilities = std::move(*it);
+    else out.client_capabilities = *it;
   }
   if (auto it = meta->find(kMetaClientInfo); it != meta->end()) {
     if (!it->is_object()) return std::string("_meta.") + kMetaClientInfo + " must be an object";
-    out.client_info = *it;
+    if (take) out.client_info = std::move(*it);
+    else out.client_info = *it;
   }
   if (auto it = meta->find(kMetaLogLevel); it != meta->end()) {
     static constexpr std::string_view kLevels[] = {"debug",    "info",  "notice", "warning",
@@ -61,6 +67,23 @@ std::optional<std::string> ReadRequestMeta(const Request& request, RequestMeta& 
              " must be one of debug, info, notice, warning, error, critical, alert, emergency";
     out.log_level = it->get<std::string>();
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> ReadRequestMeta(const Request& request, RequestMeta& out) {
+  return ReadMeta(request, const_cast<json*>(MetaOf(request)), out, /*take=*/false);
+}
+
+std::optional<std::string> TakeRequestMeta(Request& request, RequestMeta& out) {
+  json* meta = const_cast<json*>(MetaOf(request));
+  if (auto bad = ReadMeta(request, meta, out, /*take=*/true)) return bad;
+  if (meta == nullptr) return std::nullopt;
+  for (const char* key : {kMetaProtocolVersion, kMetaClientCapabilities, kMetaClientInfo,
+                          kMetaLogLevel})
+    meta->erase(key);
+  if (meta->empty()) request.params->erase("_meta");
   return std::nullopt;
 }
 
@@ -241,8 +264,10 @@ std::optional<std::string> NameOf(const Request& request) {
   return it->get<std::string>();
 }
 
-std::string CheckMirrorHeaders(const Request& request, const MirrorHeaders& headers) {
-  const std::string version = MetaProtocolVersion(request);
+std::string CheckMirrorHeaders(const Request& request, const MirrorHeaders& headers,
+                               std::optional<std::string_view> body_version) {
+  const std::string version =
+      body_version ? std::string(*body_version) : MetaProtocolVersion(request);
   if (headers.protocol_version && *headers.protocol_version != version)
     return "Header mismatch: MCP-Protocol-Version header value " +
            Quote(*headers.protocol_version) + " does not match body value " + Quote(version);

@@ -40,6 +40,9 @@ struct RequestMeta {
 // Reads params._meta; an error naming the field when one has the wrong type (the request is then
 // answered -32602). A request without params or _meta has an empty RequestMeta.
 std::optional<std::string> ReadRequestMeta(const Request& request, RequestMeta& out);
+// ReadRequestMeta, then takes the envelope (the four keys above) off params._meta, and _meta off
+// params when nothing else is left in it: what a hop that answers the envelope passes on.
+std::optional<std::string> TakeRequestMeta(Request& request, RequestMeta& out);
 
 // The protocol version a request names in params._meta, or "" (a 2025 request, or none at all).
 std::string MetaProtocolVersion(const Request& request);
@@ -93,7 +96,10 @@ struct MirrorHeaders {
 // "" when the headers agree with the body, else the message of the -32020 error (HTTP 400):
 // MCP-Protocol-Version against _meta's version, Mcp-Method against `method` (required), Mcp-Name
 // against NameOf (required when the body has one, refused when it has none).
-std::string CheckMirrorHeaders(const Request& request, const MirrorHeaders& headers);
+// `body_version`: the version the body's _meta named, when the envelope was taken off already
+// (TakeRequestMeta); else it is read from the request.
+std::string CheckMirrorHeaders(const Request& request, const MirrorHeaders& headers,
+                               std::optional<std::string_view> body_version = std::nullopt);
 
 // Methods 2025-11-25 had that 2026-07-28 removed: answered -32601 (HTTP 404) on the new wire.
 bool RemovedInModern(std::string_view method);

@@ -217,4 +217,33 @@ TEST(Modern, ParamHeadersThatBreakTheRulesInvalidateTheTool) {
 }
 
 }  // namespace
+// The envelope taken off: the four keys go into RequestMeta, the rest of _meta stays, and a
+// _meta left empty goes; a wrong type is an error naming the field.
+TEST(Modern, TakeRequestMetaLeavesTheCallWithoutTheEnvelope) {
+  Request call{Id(int64_t{1}), "tools/call",
+               json{{"name", "x"},
+                    {"_meta",
+                     {{"io.modelcontextprotocol/protocolVersion", "2026-07-28"},
+                      {"io.modelcontextprotocol/clientCapabilities", {{"sampling", json::object()}}},
+                      {"io.modelcontextprotocol/clientInfo", {{"name", "agent"}}},
+                      {"io.modelcontextprotocol/logLevel", "info"},
+                      {"progressToken", 7}}}}};
+  RequestMeta meta;
+  ASSERT_FALSE(TakeRequestMeta(call, meta).has_value());
+  EXPECT_EQ(meta.protocol_version, "2026-07-28");
+  EXPECT_EQ(meta.client_capabilities, json({{"sampling", json::object()}}));
+  EXPECT_EQ(meta.client_info, json({{"name", "agent"}}));
+  EXPECT_EQ(meta.log_level, "info");
+  EXPECT_EQ((*call.params)["_meta"], json({{"progressToken", 7}}));
+  Request bare{Id(int64_t{2}), "tools/list",
+               json{{"_meta", {{"io.modelcontextprotocol/protocolVersion", "2026-07-28"}}}}};
+  ASSERT_FALSE(TakeRequestMeta(bare, meta).has_value());
+  EXPECT_FALSE(bare.params->contains("_meta"));
+  Request bad{Id(int64_t{3}), "tools/list",
+              json{{"_meta", {{"io.modelcontextprotocol/clientInfo", "me"}}}}};
+  auto error = TakeRequestMeta(bad, meta);
+  ASSERT_TRUE(error.has_value());
+  EXPECT_NE(error->find("clientInfo"), std::string::npos) << *error;
+}
+
 }  // namespace warden::mcp

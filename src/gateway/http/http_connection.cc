@@ -639,15 +639,15 @@ void HttpConnection::ServeModern(mcp::ParseResult parsed) {
   mcp::Request& request = std::get<mcp::Request>(message);
   const auto& head = parser_->get();
   // The envelope first: a 2026 request carries its version and its client's capabilities. It is
-  // read here once and handed to the task context.
+  // taken off the request here, once, and handed to the task context beside it.
+  const bool declares_capabilities =
+      request.params && request.params->is_object() && request.params->contains("_meta") &&
+      (*request.params)["_meta"].is_object() &&
+      (*request.params)["_meta"].contains(mcp::kMetaClientCapabilities);
   mcp::RequestMeta meta;
-  if (auto bad = mcp::ReadRequestMeta(request, meta))
+  if (auto bad = mcp::TakeRequestMeta(request, meta))
     return send_error(HttpStatus::bad_request, mcp::MakeError(request.id, mcp::kInvalidParams, *bad));
   const std::string& version = meta.protocol_version;
-  const nlohmann::json* body_meta =
-      request.params && request.params->is_object() && request.params->contains("_meta")
-          ? &(*request.params)["_meta"]
-          : nullptr;
   auto bad_envelope = [&](const char* what) {
     send_error(HttpStatus::bad_request,
                mcp::MakeError(request.id, mcp::kInvalidParams,
@@ -665,8 +665,7 @@ void HttpConnection::ServeModern(mcp::ParseResult parsed) {
                                          "' does not match the body's _meta version"));
   if (!mcp::IsModernVersion(version))
     return send_error(HttpStatus::bad_request, mcp::UnsupportedVersion(request.id, version));
-  if (body_meta == nullptr || !body_meta->contains(mcp::kMetaClientCapabilities))
-    return bad_envelope(mcp::kMetaClientCapabilities);
+  if (!declares_capabilities) return bad_envelope(mcp::kMetaClientCapabilities);
   const auto& req = parser_->get();
   mcp::MirrorHeaders headers;
   if (req.find("MCP-Protocol-Version") != req.end()) headers.protocol_version = Header("MCP-Protocol-Version");
@@ -676,7 +675,7 @@ void HttpConnection::ServeModern(mcp::ParseResult parsed) {
     return send_error(HttpStatus::bad_request,
                       mcp::MakeError(request.id, mcp::kHeaderMismatch,
                                      "Header mismatch: a mirrored header was sent more than once"));
-  if (std::string mismatch = mcp::CheckMirrorHeaders(request, headers); !mismatch.empty())
+  if (std::string mismatch = mcp::CheckMirrorHeaders(request, headers, version); !mismatch.empty())
     return send_error(HttpStatus::bad_request,
                       mcp::MakeError(request.id, mcp::kHeaderMismatch, mismatch));
   if (shared_->stopping)

@@ -96,7 +96,8 @@ class McpSession : public std::enable_shared_from_this<McpSession> {
   // session has except the removed ones (-32601), and the retry of a call that answered
   // input_required (params.requestState, params.inputResponses). Every result carries
   // resultType; lists carry ttlMs and cacheScope. Never throws.
-  // `meta`: the request's envelope when the edge has read it already (else it is read here).
+  // `meta`: the request's envelope when the edge has taken it off already (mcp::TakeRequestMeta;
+  // else it is taken here).
   void HandleModern(mcp::Request request, Exchange exchange,
                     std::optional<mcp::RequestMeta> meta = std::nullopt);
   bool modern() const { return options_.modern; }

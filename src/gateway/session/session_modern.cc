@@ -310,12 +310,15 @@ void McpSession::HandleModern(mcp::Request request, Exchange exchange,
   };
   if (closed_.load())
     return reply_now(mcp::MakeError(request.id, mcp::kInvalidRequest, "the task has ended"));
-  // The edge that parsed the request may have read its envelope already (HTTP does, to check
-  // the mirror headers): it is read once.
+  // The client's envelope belongs to its hop to warden: it is taken off the request once (by
+  // the edge that parsed it when that edge has read it already, as HTTP does to check the mirror
+  // headers), so that what the pipeline and the upstreams see of the call is without it (a 2026
+  // upstream gets warden's own envelope from the upstream client, a 2025 one none). What it
+  // says goes with the call on its own.
   mcp::RequestMeta meta;
   if (read) {
     meta = std::move(*read);
-  } else if (auto bad = mcp::ReadRequestMeta(request, meta)) {
+  } else if (auto bad = mcp::TakeRequestMeta(request, meta)) {
     return reply_now(mcp::MakeError(request.id, mcp::kInvalidParams, *bad));
   }
   if (!mcp::IsModernVersion(meta.protocol_version))
@@ -393,17 +396,6 @@ void McpSession::StartModernCall(mcp::Request request, Exchange exchange, json c
   parked->current_id = request.id;
   parked->current.related = std::move(exchange.related);
   parked->current.reply = ModernReply(request.method, std::move(exchange.reply));
-  // The client's envelope belongs to its hop to warden: what the pipeline and the upstreams see
-  // of the call is without it (a 2026 upstream gets warden's own envelope from the upstream
-  // client, a 2025 one none). The capabilities go with the call on their own.
-  if (auto& params = request.params; params && params->is_object()) {
-    if (auto meta = params->find("_meta"); meta != params->end() && meta->is_object()) {
-      for (const char* key : {mcp::kMetaProtocolVersion, mcp::kMetaClientCapabilities,
-                              mcp::kMetaClientInfo, mcp::kMetaLogLevel})
-        meta->erase(key);
-      if (meta->empty()) params->erase(meta);
-    }
-  }
   parked->original = std::make_shared<const mcp::Request>(std::move(request));
   std::weak_ptr<McpSession> weak = weak_from_this();
   Exchange inner;
