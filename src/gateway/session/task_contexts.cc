@@ -92,6 +92,10 @@ Result<std::shared_ptr<McpSession>> TaskContexts::For(const identity::Caller& ca
   return context;
 }
 
+namespace {
+constexpr auto kEndedGrace = std::chrono::seconds(1);
+}  // namespace
+
 std::vector<std::shared_ptr<McpSession>> TaskContexts::TakeIdle(
     std::chrono::steady_clock::duration idle) {
   const auto now = std::chrono::steady_clock::now();
@@ -99,8 +103,11 @@ std::vector<std::shared_ptr<McpSession>> TaskContexts::TakeIdle(
   std::lock_guard lock(mu_);
   for (auto it = contexts_.begin(); it != contexts_.end();) {
     // A context with a call in flight, or parked for its client's retry, is not idle.
+    // An ended one (task__end) goes without waiting out the idle time, but not in the moment
+    // after a request reached it (For may just have handed it out while it wound down).
+    const auto quiet = now - it->second->last_activity();
     if (it->second->closed() ||
-        ((it->second->ended() || now - it->second->last_activity() >= idle) &&
+        (((it->second->ended() && quiet >= kEndedGrace) || quiet >= idle) &&
          !it->second->busy())) {
       out.push_back(std::move(it->second));
       it = contexts_.erase(it);
