@@ -38,6 +38,7 @@ class TaskContextsTest : public ::testing::Test {
   static mcp::Request Req(json meta) {
     return mcp::Request{mcp::Id(int64_t{1}), "tools/list", json{{"_meta", std::move(meta)}}};
   }
+  static mcp::Request InTask(const std::string& task) { return Req({{"warden/task", task}}); }
   testing::TempDir dir_;
   testing::TestGateway gw_;
   std::vector<std::shared_ptr<McpSession>> made_;
@@ -47,11 +48,11 @@ class TaskContextsTest : public ::testing::Test {
 TEST_F(TaskContextsTest, OneContextPerPrincipalAndTaskNeverShared) {
   TaskContexts tasks = Registry(8);
   const identity::Caller alice{"acme", "alice", "bot", ""}, other_agent{"acme", "alice", "bot2", ""};
-  auto a1 = tasks.For(alice, Req({{"warden/task", "t1"}}));
-  auto a1_again = tasks.For(alice, Req({{"warden/task", "t1"}}));
-  auto a2 = tasks.For(alice, Req({{"warden/task", "t2"}}));
+  auto a1 = tasks.For(alice, InTask("t1"));
+  auto a1_again = tasks.For(alice, InTask("t1"));
+  auto a2 = tasks.For(alice, InTask("t2"));
   auto a_default = tasks.For(alice, Req(json::object()));
-  auto b1 = tasks.For(other_agent, Req({{"warden/task", "t1"}}));
+  auto b1 = tasks.For(other_agent, InTask("t1"));
   ASSERT_TRUE(a1 && a1_again && a2 && a_default && b1);
   EXPECT_EQ(a1->get(), a1_again->get());
   EXPECT_NE(a1->get(), a2->get());
@@ -113,9 +114,9 @@ TEST_F(TaskContextsTest, AtTheCapAnIdleContextMakesRoomAndWhenAllAreBusyANewTask
 TEST_F(TaskContextsTest, AnEndedTaskGetsANewContext) {
   TaskContexts tasks = Registry(8);
   const identity::Caller alice{"acme", "alice", "bot", ""}, bob{"acme", "bob", "bot", ""};
-  auto t1 = tasks.For(alice, Req({{"warden/task", "t1"}}));
-  auto t2 = tasks.For(alice, Req({{"warden/task", "t2"}}));
-  auto bob1 = tasks.For(bob, Req({{"warden/task", "t1"}}));
+  auto t1 = tasks.For(alice, InTask("t1"));
+  auto t2 = tasks.For(alice, InTask("t2"));
+  auto bob1 = tasks.For(bob, InTask("t1"));
   ASSERT_TRUE(t1 && t2 && bob1);
   CallContext end;
   end.tenant = "acme";
@@ -126,13 +127,13 @@ TEST_F(TaskContextsTest, AnEndedTaskGetsANewContext) {
   EXPECT_TRUE((*t1)->ended());
   EXPECT_FALSE((*t2)->ended());
   EXPECT_FALSE((*bob1)->ended());
-  auto again = tasks.For(alice, Req({{"warden/task", "t1"}}));
+  auto again = tasks.For(alice, InTask("t1"));
   ASSERT_TRUE(again);
   EXPECT_NE(again->get(), t1->get());
   ASSERT_EQ(closed_.size(), 1u);
   EXPECT_EQ(closed_[0], t1->get());
-  EXPECT_EQ(tasks.For(alice, Req({{"warden/task", "t2"}}))->get(), t2->get());
-  EXPECT_EQ(tasks.For(bob, Req({{"warden/task", "t1"}}))->get(), bob1->get());
+  EXPECT_EQ(tasks.For(alice, InTask("t2"))->get(), t2->get());
+  EXPECT_EQ(tasks.For(bob, InTask("t1"))->get(), bob1->get());
 }
 
 // The gateway-wide ledger behind single use of "upstream" request states: an id is taken once
